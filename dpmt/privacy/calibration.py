@@ -1,0 +1,136 @@
+"""Noise calibration: one scale for a planned list of releases, hitting a target (ε, δ).
+
+A plan is a list of :class:`PlannedRelease`. Each has a fixed L2 sensitivity and either a
+fixed noise multiplier (e.g. user-chosen noise on the item counts) or a *relative* noise
+multiplier r_k; the calibrated releases get z_k = s · r_k for one scale s found with
+``dp_accounting.calibrate_dp_mechanism`` (bisection over s on the composed event), the
+smallest s with ε(δ) ≤ target. The split of the budget between releases is therefore explicit
+(the ratios r_k and the fixed multipliers) and reported in the result.
+
+A budget the fixed releases alone exceed is refused with
+:class:`~dpmt.errors.PrivacyBudgetError` *before* any data is touched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import dp_accounting
+
+from dpmt.errors import ConfigError, PrivacyBudgetError, check_range
+from dpmt.privacy.ledger import Release, epsilon_of, make_accountant
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedRelease:
+    """A release whose noise is still to be chosen.
+
+    Attributes:
+      name, sensitivity, count, sampling_rate: as in :class:`~dpmt.privacy.ledger.Release`.
+      noise_ratio: relative noise multiplier r_k (z_k = s · r_k); larger means noisier.
+      noise_multiplier: if set, this release's z is fixed and not calibrated.
+    """
+
+    name: str
+    sensitivity: float
+    count: int = 1
+    sampling_rate: float | None = None
+    noise_ratio: float = 1.0
+    noise_multiplier: float | None = None
+
+    def __post_init__(self):
+        check_range(f"{self.name}: noise_ratio", self.noise_ratio, low=0.0, low_open=True)
+        if self.noise_multiplier is not None:
+            check_range(f"{self.name}: noise_multiplier", self.noise_multiplier, low=0.0,
+                        low_open=True)
+
+    def release(self, scale: float) -> Release:
+        z = self.noise_multiplier if self.noise_multiplier is not None else scale * self.noise_ratio
+        return Release(self.name, self.sensitivity, z * self.sensitivity, self.count,
+                       self.sampling_rate)
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+    """The result: the scale s, the concrete releases, and the ε they achieve at δ."""
+
+    scale: float
+    releases: tuple[Release, ...]
+    epsilon: float
+    delta: float
+
+    def by_name(self, name: str) -> Release:
+        for r in self.releases:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    def to_dict(self) -> dict:
+        return {"scale": self.scale, "epsilon": self.epsilon, "delta": self.delta,
+                "releases": [r.to_dict() for r in self.releases]}
+
+
+def calibrate(plan: list[PlannedRelease], epsilon: float, delta: float,
+              accountant: str = "pld", tol: float = 1e-4) -> Calibration:
+    """Find the smallest noise scale s with ε(δ) ≤ ``epsilon`` for the composed plan.
+
+    Args:
+      plan: the releases of the whole run (e.g. counts + every iteration's statistics).
+      epsilon, delta: target, ε > 0 and 0 < δ < 1.
+      accountant: ``"pld"`` or ``"rdp"``.
+      tol: relative tolerance on s (the achieved ε is within ~1e-3 relative of the target).
+
+    Raises:
+      PrivacyBudgetError: if the fixed-noise releases alone already exceed ε.
+      ConfigError: on an empty plan or invalid numbers.
+    """
+    check_range("epsilon", epsilon, low=0.0, low_open=True)
+    check_range("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True)
+    if not plan:
+        raise ConfigError("nothing to calibrate: the plan has no releases")
+    names = [p.name for p in plan]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"release names in a plan must be unique (got {names})")
+    fixed = [p.release(1.0) for p in plan if p.noise_multiplier is not None]
+    free = [p for p in plan if p.noise_multiplier is None]
+    eps_fixed = epsilon_of(fixed, delta, accountant)
+    if eps_fixed >= epsilon:
+        raise PrivacyBudgetError(
+            f"the fixed-noise releases ({', '.join(r.name for r in fixed)}) alone spend "
+            f"ε = {eps_fixed:.4g} at δ = {delta:g}, which meets or exceeds the target ε = "
+            f"{epsilon:g}; raise their noise (e.g. --count-noise) or the target ε.")
+    if not free:
+        return Calibration(1.0, tuple(fixed), eps_fixed, delta)
+
+    def make_event(scale: float) -> dp_accounting.DpEvent:
+        return dp_accounting.ComposedDpEvent([p.release(scale).dp_event() for p in plan])
+
+    try:
+        # RDP first: cheap and robust for any scale, and an upper bound on the noise PLD
+        # needs (PLD is tighter). PLD then refines inside [lower, s_rdp], with lower pushed
+        # down until it overspends (small multipliers make PLD grids huge, so never start
+        # from a tiny guess).
+        s_rdp = dp_accounting.calibrate_dp_mechanism(
+            lambda: make_accountant("rdp"), make_event, epsilon, delta,
+            bracket_interval=dp_accounting.LowerEndpointAndGuess(1e-2, 1.0), tol=1e-6)
+        if accountant == "rdp":
+            scale = s_rdp
+        else:
+            lower = 0.5 * s_rdp
+            while _eps(make_event(lower), delta, accountant) <= epsilon:
+                lower *= 0.5
+            scale = dp_accounting.calibrate_dp_mechanism(
+                lambda: make_accountant(accountant), make_event, epsilon, delta,
+                bracket_interval=dp_accounting.ExplicitBracketInterval(lower, s_rdp),
+                tol=tol * lower)
+    except (ValueError, RuntimeError, ArithmeticError) as e:
+        raise PrivacyBudgetError(f"could not calibrate noise for ε={epsilon:g}, δ={delta:g}: "
+                                 f"{e}") from None
+    releases = tuple(p.release(scale) for p in plan)
+    return Calibration(float(scale), releases, epsilon_of(releases, delta, accountant), delta)
+
+
+def _eps(event: dp_accounting.DpEvent, delta: float, accountant: str) -> float:
+    acc = make_accountant(accountant)
+    acc.compose(event)
+    return float(acc.get_epsilon(delta))
