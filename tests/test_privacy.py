@@ -164,3 +164,15 @@ def test_release_validation_messages():
         Release("x", 1.0, 0.0)
     with pytest.raises(DpmtError, match="sampling_rate"):
         Release("x", 1.0, 1.0, sampling_rate=1.5)
+
+
+def test_gaussian_composition_matches_closed_form():
+    """n Gaussian releases with multiplier z are exactly one with multiplier z/√n: an
+    accountant-independent check of how the ledger composes (grouped or not)."""
+    one = epsilon_of([Release("g", 1.0, 4.0 / 3.0)], 1e-5)
+    grouped = epsilon_of([Release("a", 1.0, 4.0, count=9)], 1e-5)
+    split = epsilon_of([Release("a", 2.0, 8.0), Release("b", 1.0, 4.0, count=8)], 1e-5)
+    assert grouped == pytest.approx(one, rel=1e-6)
+    assert split == pytest.approx(one, rel=1e-6)
+    # and the analytic Gaussian mechanism (Balle & Wang 2018) agrees with PLD
+    assert dp_accounting.get_epsilon_gaussian(4.0 / 3.0, 1e-5) == pytest.approx(one, rel=1e-2)

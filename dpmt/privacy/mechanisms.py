@@ -41,14 +41,16 @@ def cap_per_user(user_ids: np.ndarray, k: int, key: jax.Array) -> np.ndarray:
     return keep
 
 
-def count_sensitivity(k: int) -> float:
-    """L2 sensitivity √k of the per-item histogram when each user adds ≤ k distinct items."""
-    return math.sqrt(k)
+def count_sensitivity(k: int, include_user_count: bool = False) -> float:
+    """L2 sensitivity of the per-item histogram when each user adds ≤ k distinct items: √k;
+    √(k+1) when the number of users is released as one more coordinate."""
+    return math.sqrt(k + (1 if include_user_count else 0))
 
 
 def private_counts(user_ids, item_ids, n_items: int, *, k: int, noise_std: float,
                    key: jax.Array, ledger: PrivacyLedger | None = None,
-                   name: str = "item_counts") -> tuple[np.ndarray, Release]:
+                   name: str = "item_counts", include_user_count: bool = False,
+                   ) -> tuple[np.ndarray, Release] | tuple[np.ndarray, float, Release]:
     """Noisy task sizes n̂_i (Gaussian mechanism on the capped histogram).
 
     Each user is capped at k of their items by a uniform random sample (so a user changes at
@@ -62,8 +64,12 @@ def private_counts(user_ids, item_ids, n_items: int, *, k: int, noise_std: float
       noise_std: σ.
       key: JAX PRNG key (sampling and noise).
 
+    With ``include_user_count`` the number of users n is released in the same Gaussian
+    mechanism as one extra coordinate (a user adds 1 to it: sensitivity √(k+1)), since the
+    optimal weights' normalisation (eq. (11)) needs n and under add/remove-one n is private.
+
     Returns:
-      ((m,) float64 noisy counts ≥ 1, the Release).
+      ((m,) float64 noisy counts ≥ 1, [noisy user count ≥ 1,] the Release).
     """
     check_range("noise_std", noise_std, low=0.0, low_open=True)
     user_ids = np.asarray(user_ids)
@@ -73,11 +79,16 @@ def private_counts(user_ids, item_ids, n_items: int, *, k: int, noise_std: float
     k_cap, k_noise = jax.random.split(key)
     keep = cap_per_user(user_ids, k, k_cap)
     hist = np.bincount(item_ids[keep], minlength=n_items).astype(np.float64)
-    noise = np.asarray(jax.random.normal(k_noise, (n_items,), dtype=np.float32), np.float64)
-    release = Release(name, count_sensitivity(k), float(noise_std))
+    if include_user_count:
+        hist = np.append(hist, float(len(np.unique(user_ids))))
+    noise = np.asarray(jax.random.normal(k_noise, hist.shape, dtype=np.float32), np.float64)
+    release = Release(name, count_sensitivity(k, include_user_count), float(noise_std))
     if ledger is not None:
         ledger.record(release)
-    return np.maximum(hist + noise_std * noise, 1.0), release
+    noisy = np.maximum(hist + noise_std * noise, 1.0)
+    if include_user_count:
+        return noisy[:-1], float(noisy[-1]), release
+    return noisy, release
 
 
 def private_mean(values, user_ids, *, low: float, high: float, k: int, sum_noise_std: float,
