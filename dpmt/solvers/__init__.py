@@ -1,0 +1,37 @@
+"""Private multi-task solvers on a bucketed sparse layout.
+
+* :mod:`~dpmt.solvers.layout` — bucketed, padded, chunked row layout of the ratings matrix.
+* :mod:`~dpmt.solvers.ssp` — sufficient-statistics perturbation (Krichene et al. 2023, Alg. 1).
+* :mod:`~dpmt.solvers.noisy_gd` — noisy GD / Poisson DP-SGD with per-user clipping (Alg. 2).
+* :mod:`~dpmt.solvers.encoders` — flax item encoders (embedding table, MLP over features).
+* :mod:`~dpmt.solvers.user_step` — exact, unreleased user step of alternating minimisation.
+
+Each releasing function has its sensitivity function next to it
+(:func:`ssp_sensitivities`, :func:`gramian_sensitivity`, :func:`noisy_gd_sensitivity`) and
+takes noise standard deviations / multipliers as inputs; the privacy ledger lives elsewhere.
+
+The noisy-GD driver is ``dpmt.solvers.noisy_gd.noisy_gd`` (not re-exported here, so that
+``dpmt.solvers.noisy_gd`` stays the module).
+"""
+
+from dpmt.solvers.encoders import (EmbeddingEncoder, MLPEncoder, embedding_params,
+                                   init_encoder, item_embeddings)
+from dpmt.solvers.layout import (Layout, build_layout, task_layout, trace_count,
+                                 user_layout)
+from dpmt.solvers.noisy_gd import (clipped_gradient_sum, logistic_loss, make_noisy_gd_step,
+                                   noisy_gd_dp_event, noisy_gd_sensitivity, noisy_gradient,
+                                   poisson_sample, squared_loss)
+from dpmt.solvers.ssp import (gramian, gramian_sensitivity, noisy_gramian, privatize_statistics,
+                              project_psd, ssp_item_step, ssp_sensitivities, ssp_solve,
+                              symmetric_noise, weighted_statistics)
+from dpmt.solvers.user_step import clip_rows, solve_users
+
+__all__ = [
+    "EmbeddingEncoder", "MLPEncoder", "embedding_params", "init_encoder", "item_embeddings",
+    "Layout", "build_layout", "task_layout", "user_layout", "trace_count",
+    "clipped_gradient_sum", "logistic_loss", "make_noisy_gd_step", "noisy_gd_dp_event", "noisy_gd_sensitivity", "noisy_gradient", "poisson_sample",
+    "squared_loss",
+    "gramian", "gramian_sensitivity", "noisy_gramian", "privatize_statistics", "project_psd",
+    "ssp_item_step", "ssp_sensitivities", "ssp_solve", "symmetric_noise", "weighted_statistics",
+    "clip_rows", "solve_users",
+]

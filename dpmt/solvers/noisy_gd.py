@@ -1,0 +1,402 @@
+"""Noisy gradient descent with per-user clipping — Algorithm 2 of Krichene et al. 2023
+("Multi-Task Differential Privacy Under Distribution Skew"), plus its Poisson-sampled DP-SGD
+variant.
+
+Objective (tasks = items, ``x_ij = u_j`` in alternating minimisation):
+
+    L_w(θ) = Σ_{(i,j)∈Ω} w_ij ℓ(⟨v_i(θ), x_j⟩, y_ij) + (λ/2)‖θ‖²,
+    ℓ(p, y) = ½ (p − y)²  (default; any elementwise differentiable loss can be passed).
+
+The ½ makes the minimiser of ``L_w`` with an embedding table exactly the weighted ridge
+solution ``(A_i + λI)⁻¹ b_i`` of SSP (:mod:`dpmt.solvers.ssp`) with the same ``λ``; it only
+rescales the gradient (clipping bounds it anyway).
+
+One step (Algorithm 2; with ``q < 1`` the DP-SGD variant):
+
+    B      = all users (full batch), or a Poisson sample: each user independently w.p. q
+    g_j    = ∇_θ Σ_{i∈Ω^j} w_ij ℓ(⟨v_i(θ), x_j⟩, y_ij)       (user j's *whole* gradient)
+    ĝ      = (Σ_{j∈B} g_j · min(1, G/‖g_j‖) + N(0, σ² G² I)) / (q·n)  +  (λ/n) θ
+    θ, s   = optimizer.update(ĝ, s, θ)                          (any optax transformation)
+
+``n`` is the number of users (``num_users``; pass a public constant), ``q = 1`` for full batch.
+The regulariser is data-independent and not clipped. ``ĝ`` is the gradient of
+``(1/n)·L_w`` (unbiased when no clipping is active), so learning rates do not depend on the
+data size. Privacy: the summed clipped gradient has L2 sensitivity ``G``
+(:func:`noisy_gd_sensitivity`) under add/remove-one-user, noise multiplier ``σ``; ``T`` steps
+are the dp_accounting event :func:`noisy_gd_dp_event`. Batches are Poisson samples (never
+fixed-size shuffled batches, which the Poisson accounting would not cover).
+
+Per-user clipping is vectorised, never a Python loop over users:
+
+* :class:`~dpmt.solvers.encoders.EmbeddingEncoder` with a *task layout* (rows = items): user
+  j's gradient has rows ``g_ij = w_ij ℓ'(⟨v_i, u_j⟩, y_ij) u_j`` for ``i ∈ Ω^j``, so
+  ``‖g_j‖² = ‖u_j‖² Σ_i (w_ij ℓ'_ij)²`` — a segment sum over users of per-rating scalars — and
+  the clipped sum's row ``i`` is ``Σ_j s_j w_ij ℓ'_ij u_j``, one batched product per bucket
+  chunk. No per-user gradient tensors and no ``(nnz, d)`` array.
+* any encoder with a *user layout* (rows = users): per-user gradients by
+  ``jax.vmap(jax.grad(user_loss))`` over micro-batches of padded user rows, clipped and
+  summed inside a ``lax.scan`` (memory: micro-batch × parameter count).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import dp_accounting
+import jax
+import jax.numpy as jnp
+import optax
+
+from dpmt.errors import ConfigError, check_range
+from dpmt.solvers.encoders import EmbeddingEncoder
+from dpmt.solvers.layout import (DEFAULT_MAX_CHUNK_BYTES, Chunk, Layout, count_trace,
+                                 gather_slots)
+
+_HI = jax.lax.Precision.HIGHEST
+Loss = Callable[[jax.Array, jax.Array], jax.Array]
+
+
+def squared_loss(pred: jax.Array, y: jax.Array) -> jax.Array:
+    """``ℓ(p, y) = ½ (p − y)²`` elementwise."""
+    return 0.5 * jnp.square(pred - y)
+
+
+def logistic_loss(pred: jax.Array, y: jax.Array) -> jax.Array:
+    """``ℓ(p, y) = log(1 + e^{−y p})`` elementwise, labels in {−1, +1}."""
+    return jnp.logaddexp(0.0, -y * pred)
+
+
+# -- privacy ---------------------------------------------------------------------------------
+def noisy_gd_sensitivity(clip_norm: float) -> float:
+    """L2 sensitivity ``G`` of the summed clipped per-user gradient (add/remove one user: the
+    sum changes by one clipped gradient, of norm ≤ G)."""
+    check_range("clip_norm", clip_norm, low=0, low_open=True)
+    return float(clip_norm)
+
+
+def noisy_gd_dp_event(noise_multiplier: float, steps: int,
+                      sampling_rate: float | None = None) -> dp_accounting.DpEvent:
+    """The dp_accounting event of ``steps`` noisy-GD steps with noise std ``σ·G``.
+
+    Full batch: ``SelfComposedDpEvent(GaussianDpEvent(σ), T)``; Poisson-sampled users with
+    rate ``q``: ``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(σ)), T)``.
+    """
+    check_range("noise_multiplier", noise_multiplier, low=0)
+    check_range("steps", steps, low=0, integer=True)
+    event: dp_accounting.DpEvent = dp_accounting.GaussianDpEvent(float(noise_multiplier))
+    if sampling_rate is not None:
+        check_range("sampling_rate", sampling_rate, low=0, low_open=True, high=1)
+        event = dp_accounting.PoissonSampledDpEvent(float(sampling_rate), event)
+    return dp_accounting.SelfComposedDpEvent(event, int(steps))
+
+
+def poisson_sample(key: jax.Array, n: int, rate) -> jax.Array:
+    """Poisson sampling: each of ``n`` users included independently with probability
+    ``rate``. Returns float32 (n,) in {0, 1}."""
+    return jax.random.bernoulli(key, rate, (n,)).astype(jnp.float32)
+
+
+# -- clipped gradient sums ----------------------------------------------------------------------
+def _tree_sq_norm_per_user(g) -> jax.Array:
+    leaves = jax.tree_util.tree_leaves(g)
+    return sum(jnp.sum(jnp.square(x).reshape(x.shape[0], -1), axis=1) for x in leaves)
+
+
+def _n_users(layout: Layout) -> int:
+    return layout.n_cols if layout.kind == "items" else layout.n_rows
+
+
+def _check_path(encoder, layout: Layout) -> str:
+    if not isinstance(layout, Layout):
+        raise ConfigError(f"noisy GD needs a dpmt.solvers.layout.Layout (got {type(layout)!r})")
+    if layout.kind == "items":
+        if not isinstance(encoder, EmbeddingEncoder):
+            raise ConfigError("a task layout (rows = items) drives the fast embedding-table "
+                              "path, which needs an EmbeddingEncoder; for other encoders pass a "
+                              "user layout (dpmt.solvers.layout.user_layout)")
+        return "embedding"
+    if layout.kind == "users":
+        return "generic"
+    raise ConfigError("noisy GD needs a layout built by task_layout or user_layout")
+
+
+def _embedding_clipped_sum(params, layout, X, weights, labels, clip_norm, user_mask, loss):
+    """Fast path: EmbeddingEncoder + task layout (see module docstring)."""
+    V = params["params"]["embedding"]
+    grad_pred = jax.grad(lambda p, y: jnp.sum(loss(p, y)))     # elementwise ℓ'(p, y)
+
+    def residuals(c: Chunk):
+        w = gather_slots(weights, c)
+        y = gather_slots(labels, c)
+        pred = jnp.einsum("nld,nd->nl", X[c.cols], V[c.rows], precision=_HI)
+        return jnp.where(c.valid, w * grad_pred(pred, y), 0.0)  # w_ij ℓ'_ij, 0 in pad slots
+
+    r = layout.map_chunks(residuals)                             # [(n_chunks, n, L)]
+    sq = layout.col_sum([x * x for x in r]) * jnp.sum(X * X, axis=-1)
+    norms = jnp.sqrt(sq)                                          # ‖g_j‖ (n_users,)
+    scale = clip_norm / jnp.maximum(norms, clip_norm) * user_mask
+
+    def rows(c: Chunk, r_c):
+        coef = r_c * scale[c.cols]
+        return jnp.einsum("nl,nld->nd", coef, X[c.cols], precision=_HI)
+
+    G = layout.assemble(layout.map_chunks(rows, r))               # (n_items, d)
+    return {"params": {"embedding": G}}, norms
+
+
+def _generic_clipped_sum(encoder, params, layout, X, weights, labels, clip_norm, user_mask,
+                         loss, microbatch_size):
+    """General path: per-user gradients by vmap(grad) over padded user rows (user layout)."""
+    n_params = sum(x.size for x in jax.tree_util.tree_leaves(params))
+
+    def user_loss(p, items, w, y, u):
+        v = encoder.apply(p, items)                               # (L, d)
+        pred = jnp.matmul(v, u, precision=_HI)
+        return jnp.sum(w * loss(pred, y))                         # w = 0 in pad slots
+
+    per_user_grad = jax.vmap(jax.grad(user_loss), in_axes=(None, 0, 0, 0, 0))
+    acc = jax.tree_util.tree_map(jnp.zeros_like, params)
+    norms = jnp.zeros((layout.n_rows,), jnp.float32)
+    d = X.shape[-1]
+    for b in layout.buckets:
+        R, L = b.n_chunks * b.chunk_rows, b.width
+        rows = b.rows.reshape(R)
+        c = Chunk(rows, b.cols.reshape(R, L), b.pos.reshape(R, L), b.valid.reshape(R, L))
+        w = gather_slots(weights, c)
+        y = gather_slots(labels, c)
+        k = microbatch_size or int(DEFAULT_MAX_CHUNK_BYTES // (4 * (3 * n_params + 4 * L * d)))
+        k = max(1, min(R, k))
+        nb = -(-R // k)
+        pad = nb * k - R
+        padr = lambda a: jnp.concatenate([a, jnp.zeros((pad,) + a.shape[1:], a.dtype)])
+        mb = (padr(rows).reshape(nb, k), padr(c.cols).reshape(nb, k, L),
+              padr(w).reshape(nb, k, L), padr(y).reshape(nb, k, L))
+
+        def body(carry, xs):
+            acc, norms = carry
+            r, it, w_, y_ = xs
+            g = per_user_grad(params, it, w_, y_, X[r])           # leaves (k, ...)
+            nrm = jnp.sqrt(_tree_sq_norm_per_user(g))
+            s = clip_norm / jnp.maximum(nrm, clip_norm) * user_mask[r]
+            acc = jax.tree_util.tree_map(
+                lambda a, gl: a + jnp.tensordot(s, gl, axes=1, precision=_HI), acc, g)
+            return (acc, norms.at[r].add(nrm)), None              # pad rows add 0 to row 0
+
+        (acc, norms), _ = jax.lax.scan(body, (acc, norms), mb)
+    return acc, norms
+
+
+def clipped_gradient_sum(encoder, params, layout: Layout, X: jax.Array,
+                         weights: jax.Array | None, labels: jax.Array | None, clip_norm, *,
+                         user_mask: jax.Array | None = None, loss: Loss = squared_loss,
+                         microbatch_size: int | None = None) -> tuple[Any, jax.Array]:
+    """``Σ_j m_j · g_j · min(1, G/‖g_j‖)`` and the per-user norms ``‖g_j‖``.
+
+    Args:
+      encoder, params: flax item encoder and its variables.
+      layout: task layout (EmbeddingEncoder only, fast path) or user layout (any encoder).
+      X: float (n_users, d) user features ``x_j`` (user embeddings).
+      weights, labels: float (nnz,) per rating (parent order) or None (ones).
+      clip_norm: ``G > 0``.
+      user_mask: float (n_users,) ``m_j`` (Poisson sample indicator), default all ones.
+      loss: elementwise ``ℓ(pred, y)``.
+      microbatch_size: users per vmap(grad) micro-batch (generic path); default sized to
+        ~256 MiB of per-user gradients.
+
+    Returns:
+      (gradient sum, a pytree like ``params``; float32 (n_users,) unclipped per-user gradient
+      norms — computed from private data: diagnostics only, never release them).
+    """
+    path = _check_path(encoder, layout)
+    return _clipped_gradient_sum(encoder, params, layout, jnp.asarray(X, jnp.float32), weights,
+                                 labels, jnp.float32(clip_norm),
+                                 None if user_mask is None else jnp.asarray(user_mask,
+                                                                            jnp.float32),
+                                 loss=loss, path=path, microbatch_size=microbatch_size)
+
+
+@jax.jit(static_argnames=("encoder", "loss", "path", "microbatch_size"))
+def _clipped_gradient_sum(encoder, params, layout, X, weights, labels, clip_norm, user_mask, *,
+                          loss, path, microbatch_size):
+    count_trace("clipped_gradient_sum")
+    return _clipped_sum_impl(encoder, params, layout, X, weights, labels, clip_norm, user_mask,
+                             loss, path, microbatch_size)
+
+
+def _clipped_sum_impl(encoder, params, layout, X, weights, labels, clip_norm, user_mask, loss,
+                      path, microbatch_size):
+    if user_mask is None:
+        user_mask = jnp.ones((_n_users(layout),), jnp.float32)
+    if path == "embedding":
+        return _embedding_clipped_sum(params, layout, X, weights, labels, clip_norm, user_mask,
+                                      loss)
+    return _generic_clipped_sum(encoder, params, layout, X, weights, labels, clip_norm,
+                                user_mask, loss, microbatch_size)
+
+
+# -- the noisy gradient and the step ----------------------------------------------------------------
+def _noisy_gradient_impl(encoder, params, layout, X, weights, labels, key, clip_norm,
+                         noise_multiplier, sampling_rate, reg, num_users, extra_quadratic=None,
+                         *, loss, path, poisson, microbatch_size):
+    count_trace("noisy_gradient")
+    n = _n_users(layout)
+    k_sample, k_noise = jax.random.split(key)
+    if poisson:
+        mask = poisson_sample(k_sample, n, sampling_rate)
+        q = sampling_rate
+    else:
+        mask = jnp.ones((n,), jnp.float32)
+        q = jnp.float32(1.0)
+    gsum, _ = _clipped_sum_impl(encoder, params, layout, X, weights, labels, clip_norm, mask,
+                                loss, path, microbatch_size)
+    leaves, treedef = jax.tree_util.tree_flatten(gsum)
+    keys = jax.random.split(k_noise, len(leaves))
+    std = noise_multiplier * clip_norm
+    noisy = [g + std * jax.random.normal(k, g.shape, g.dtype) for g, k in zip(leaves, keys)]
+    noisy = jax.tree_util.tree_unflatten(treedef, noisy)
+    denom = q * num_users
+    out = jax.tree_util.tree_map(lambda g, p: g / denom + (reg / num_users) * p, noisy, params)
+    if extra_quadratic is not None:
+        # ½ Σ_i v_iᵀ M v_i with M public (e.g. α0·Ĝ_U, already released): data-independent
+        # given M, so it is added after the noise and never clipped.
+        def penalty(p):
+            V = encoder.apply(p)
+            return 0.5 * jnp.sum(jnp.matmul(V, extra_quadratic, precision=_HI) * V)
+
+        pg = jax.grad(penalty)(params)
+        out = jax.tree_util.tree_map(lambda o, e: o + e / num_users, out, pg)
+    return out
+
+
+def noisy_gradient(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array | None,
+                   labels: jax.Array | None, key: jax.Array, *, clip_norm, noise_multiplier,
+                   sampling_rate: float | None = None, reg=0.0, num_users=None,
+                   loss: Loss = squared_loss, microbatch_size: int | None = None,
+                   extra_quadratic: jax.Array | None = None) -> Any:
+    """One noisy gradient ``ĝ`` (see the module docstring), a pytree like ``params``.
+
+    ``key`` drives the Poisson sample (if ``sampling_rate`` is set) and the noise.
+    ``extra_quadratic`` (d, d), if given, adds the gradient of ``(1/n)·½ Σ_i v_iᵀ M v_i``
+    (the gravity term α0·Ĝ_U of alternating minimisation; public, so not clipped).
+    """
+    path = _check_path(encoder, layout)
+    _check_scalars(clip_norm, noise_multiplier, sampling_rate, reg)
+    n = _n_users(layout) if num_users is None else num_users
+    return _noisy_gradient(encoder, params, layout, jnp.asarray(X, jnp.float32), weights,
+                           labels, key, jnp.float32(clip_norm), jnp.float32(noise_multiplier),
+                           jnp.float32(1.0 if sampling_rate is None else sampling_rate),
+                           jnp.float32(reg), jnp.float32(n),
+                           None if extra_quadratic is None
+                           else jnp.asarray(extra_quadratic, jnp.float32),
+                           loss=loss, path=path,
+                           poisson=sampling_rate is not None, microbatch_size=microbatch_size)
+
+
+_noisy_gradient = jax.jit(_noisy_gradient_impl,
+                          static_argnames=("loss", "path", "poisson", "microbatch_size"),
+                          static_argnums=(0,))
+
+
+def _check_scalars(clip_norm, noise_multiplier, sampling_rate, reg):
+    check_range("clip_norm", clip_norm, low=0, low_open=True)
+    check_range("noise_multiplier", noise_multiplier, low=0)
+    check_range("reg", reg, low=0)
+    if sampling_rate is not None:
+        check_range("sampling_rate", sampling_rate, low=0, low_open=True, high=1)
+
+
+@jax.jit(static_argnums=(0,))
+def _apply_optimizer(optimizer, grads, opt_state, params):
+    count_trace("optimizer_update")
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state
+
+
+def make_noisy_gd_step(encoder, optimizer: optax.GradientTransformation, *,
+                       loss: Loss = squared_loss, path: str, poisson: bool,
+                       microbatch_size: int | None = None) -> Callable:
+    """One noisy-GD step ``(params, opt_state, layout, X, weights, labels, key, clip_norm,
+    noise_multiplier, sampling_rate, reg, num_users) -> (params, opt_state)``.
+
+    Two jitted kernels: the noisy gradient (compiled once per encoder / loss / layout shapes /
+    full-batch-or-Poisson; every numeric argument — noise scale, clip, rate, λ, data values —
+    is traced, so changing them never recompiles) and the optax update (compiled once per
+    optimizer object; cheap). A fresh optimizer object (e.g. one per alternating-minimisation
+    iteration) therefore only recompiles the small update kernel, never the gradient.
+    """
+    def step(params, opt_state, layout, X, weights, labels, key, clip_norm, noise_multiplier,
+             sampling_rate, reg, num_users, extra_quadratic=None):
+        g = _noisy_gradient(encoder, params, layout, X, weights, labels, key, clip_norm,
+                            noise_multiplier, sampling_rate, reg, num_users, extra_quadratic,
+                            loss=loss,
+                            path=path, poisson=poisson, microbatch_size=microbatch_size)
+        return _apply_optimizer(optimizer, g, opt_state, params)
+
+    return step
+
+
+DEFAULT_OPTIMIZER = optax.adam(1e-2)
+
+
+def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array | None,
+             labels: jax.Array | None, *, steps: int, clip_norm: float,
+             noise_multiplier: float, key: jax.Array,
+             optimizer: optax.GradientTransformation | None = None,
+             sampling_rate: float | None = None, reg: float = 0.0,
+             num_users: float | None = None, loss: Loss = squared_loss,
+             opt_state: Any = None, microbatch_size: int | None = None,
+             return_state: bool = False, extra_quadratic: jax.Array | None = None):
+    """Run ``steps`` steps of noisy (stochastic) gradient descent (Algorithm 2).
+
+    Args:
+      encoder: flax item encoder (:mod:`dpmt.solvers.encoders`).
+      params: its variables (e.g. :func:`~dpmt.solvers.encoders.embedding_params` of the
+        previous item embeddings, or :func:`~dpmt.solvers.encoders.init_encoder`).
+      layout: task layout (EmbeddingEncoder, fast path) or user layout (any encoder).
+      X: float (n_users, d) user features ``x_j`` (clipped user embeddings).
+      weights: float (nnz,) ``w_ij`` (Σ_i w_ij² ≤ β is *not* needed for noisy GD's privacy —
+        clipping bounds the sensitivity — but it is what makes the weights effective), or None.
+      labels: float (nnz,) ``y_ij`` or None (ones).
+      steps: ``T``.
+      clip_norm: per-user gradient clip ``G``.
+      noise_multiplier: ``σ`` (noise std on the summed gradient ``σ·G``); 0 = non-private.
+      key: PRNG key; step ``t`` uses ``fold_in(key, t)``.
+      optimizer: any optax transformation; default ``optax.adam(1e-2)``.
+      sampling_rate: None for full batch (Algorithm 2), else Poisson rate ``q`` (DP-SGD).
+      reg: ``λ ≥ 0`` of ``(λ/2)‖θ‖²``.
+      num_users: normaliser ``n`` (default: the layout's user count). Under add/remove DP pass
+        a public constant.
+      loss: elementwise ``ℓ(pred, y)``.
+      opt_state: optimiser state to continue from (default: ``optimizer.init(params)``).
+      return_state: also return the final optimiser state.
+      extra_quadratic: optional public (d, d) matrix M adding ½ Σ_i v_iᵀ M v_i to the
+        objective (α0·Ĝ_U in alternating minimisation, as SSP's ``extra``), so that with noise
+        off and clipping inactive noisy GD converges to the same solution as SSP.
+
+    Returns:
+      params (and opt_state if ``return_state``). Privacy: :func:`noisy_gd_dp_event`
+      ``(noise_multiplier, steps, sampling_rate)`` with sensitivity ``G``.
+    """
+    path = _check_path(encoder, layout)
+    _check_scalars(clip_norm, noise_multiplier, sampling_rate, reg)
+    check_range("steps", steps, low=0, integer=True)
+    optimizer = DEFAULT_OPTIMIZER if optimizer is None else optimizer
+    if opt_state is None:
+        opt_state = optimizer.init(params)
+    n = _n_users(layout) if num_users is None else num_users
+    check_range("num_users", n, low=0, low_open=True)
+    step = make_noisy_gd_step(encoder, optimizer, loss=loss, path=path,
+                              poisson=sampling_rate is not None,
+                              microbatch_size=microbatch_size)
+    # device arrays once, not a host-to-device copy per step
+    X = jnp.asarray(X, jnp.float32)
+    weights = None if weights is None else jnp.asarray(weights, jnp.float32)
+    labels = None if labels is None else jnp.asarray(labels, jnp.float32)
+    scalars = (jnp.float32(clip_norm), jnp.float32(noise_multiplier),
+               jnp.float32(1.0 if sampling_rate is None else sampling_rate), jnp.float32(reg),
+               jnp.float32(n))
+    M = None if extra_quadratic is None else jnp.asarray(extra_quadratic, jnp.float32)
+    for t in range(int(steps)):
+        params, opt_state = step(params, opt_state, layout, X, weights, labels,
+                                 jax.random.fold_in(key, t), *scalars, M)
+    return (params, opt_state) if return_state else params

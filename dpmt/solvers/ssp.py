@@ -1,0 +1,295 @@
+"""Sufficient-statistics perturbation (SSP) for weighted least squares — Algorithm 1 of
+Krichene et al. 2023 ("Multi-Task Differential Privacy Under Distribution Skew").
+
+For every task (item) ``i`` with parameters ``θ_i ∈ R^d``:
+
+    Â_i = Σ_{j∈Ω_i} w_ij x_ij x_ijᵀ + E_i          E_i symmetric, upper triangle ~ N(0, σ_A²)
+    b̂_i = Σ_{j∈Ω_i} w_ij y_ij x_ij  + e_i          e_i ~ N(0, σ_b² I_d)
+    θ_i = (Π(Â_i) + extra + λ I)⁻¹ b̂_i              Π = projection onto the PSD cone
+
+which is the private version of the weighted ridge solution
+``argmin_θ Σ_j w_ij (⟨θ_i, x_ij⟩ − y_ij)² + λ‖θ_i‖²`` (squared loss; the minimiser of
+``Σ w ½(⟨θ,x⟩−y)² + (λ/2)‖θ‖²``, the noisy-GD objective, is the same). In alternating
+minimisation ``x_ij = u_j`` (clipped user embeddings, ``‖u_j‖ ≤ C``), and ``extra`` is the
+shared "gravity" term ``α0·Ĝ_U`` computed from a separately released noisy Gramian.
+
+Privacy (add/remove one user ``j``; the caller guarantees ``Σ_i w_ij² ≤ β``, ``‖x_ij‖ ≤ C``,
+``|y_ij| ≤ y_max``): the stacked ``{A_i}`` change by ``Σ_i w_ij² ‖x_ij‖⁴ ≤ β C⁴`` in squared
+Frobenius norm and the stacked ``{b_i}`` by ``Σ_i w_ij² y_ij² ‖x_ij‖² ≤ β C² y_max²`` in squared
+L2 norm: :func:`ssp_sensitivities`. Each of the two releases is a Gaussian mechanism with
+noise multiplier ``σ/sensitivity``; the caller's ledger records them.
+
+Everything is computed from a :class:`~dpmt.solvers.layout.Layout` with rows = items (tasks):
+batched ``X_gᵀ diag(w) X_g`` products per bucket chunk, never per-rating outer products.
+Noise is drawn per item from ``fold_in(key, i)``, so it does not depend on the layout or
+the batching.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+
+from dpmt.errors import ConfigError, check_range
+from dpmt.solvers.layout import (DEFAULT_MAX_CHUNK_BYTES, Chunk, Layout, count_trace,
+                                 gather_slots, require_kind)
+
+_HI = jax.lax.Precision.HIGHEST  # no TF32/bf16 passes on accelerators: statistics are summed
+
+
+# -- sensitivities -------------------------------------------------------------------------------
+def ssp_sensitivities(beta: float, clip_norm: float, y_max: float) -> tuple[float, float]:
+    """L2 sensitivities of the stacked statistics to adding/removing one user.
+
+    ``sens_A = √β·C²`` (Frobenius norm of the stacked ``{A_i}``) and
+    ``sens_b = √β·C·y_max`` (L2 norm of the stacked ``{b_i}``), for weights with
+    ``Σ_i w_ij² ≤ β`` per user, features ``‖x_ij‖ ≤ C`` and labels ``|y_ij| ≤ y_max``:
+    removing user ``j`` changes ``A_i`` by ``w_ij x_ij x_ijᵀ`` (Frobenius norm
+    ``w_ij ‖x_ij‖²``) for each of its tasks, so ``‖ΔA‖_F² = Σ_i w_ij² ‖x_ij‖⁴ ≤ β C⁴``;
+    likewise ``‖Δb‖² = Σ_i w_ij² y_ij² ‖x_ij‖² ≤ β C² y_max²``.
+
+    Noise on ``A`` is drawn on the upper triangle (diagonal included) and mirrored (see
+    :func:`symmetric_noise`). That is the Gaussian mechanism applied to the vector
+    ``T(A) = (A_kl)_{k≤l}``, whose change satisfies
+    ``‖T(ΔA)‖² = Σ_k ΔA_kk² + Σ_{k<l} ΔA_kl² ≤ ‖ΔA‖_F²`` (ΔA is symmetric, so the Frobenius
+    norm counts each off-diagonal entry twice). Hence ``sens_A`` also bounds the sensitivity of
+    ``T``, and ``std = multiplier · sens_A`` on the upper triangle gives the privacy of a
+    Gaussian mechanism with that noise multiplier; mirroring is post-processing.
+    """
+    check_range("beta", beta, low=0, low_open=True)
+    check_range("clip_norm", clip_norm, low=0, low_open=True)
+    check_range("y_max", y_max, low=0)
+    return math.sqrt(beta) * clip_norm ** 2, math.sqrt(beta) * clip_norm * y_max
+
+
+def gramian_sensitivity(clip_norm: float) -> float:
+    """Frobenius sensitivity ``C²`` of ``G_U = Σ_j u_j u_jᵀ`` to adding/removing a user with
+    ``‖u_j‖ ≤ C`` (the gravity term's Gramian, released with :func:`noisy_gramian`)."""
+    check_range("clip_norm", clip_norm, low=0, low_open=True)
+    return clip_norm ** 2
+
+
+# -- statistics ----------------------------------------------------------------------------------
+@jax.jit
+def weighted_statistics(layout: Layout, X: jax.Array, weights: jax.Array | None = None,
+                        labels: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+    """Exact weighted sufficient statistics per task (Algorithm 1, before noise).
+
+    ``A_i = Σ_{j∈Ω_i} w_ij x_j x_jᵀ`` and ``b_i = Σ_{j∈Ω_i} w_ij y_ij x_j``.
+
+    Args:
+      layout: task layout (rows = items, cols index the rows of ``X``), from
+        :func:`~dpmt.solvers.layout.task_layout`.
+      X: float (n_cols, d) features per column (user embeddings ``U`` in ALS, clipped).
+      weights: float (nnz,) ``w_ij`` per rating (parent order), or None for all ones.
+      labels: float (nnz,) ``y_ij`` per rating (clipped by the caller), or None for all ones
+        (implicit feedback).
+
+    Returns:
+      ``A`` float32 (n_rows, d, d) symmetric PSD, ``b`` float32 (n_rows, d); zero for tasks
+      without ratings.
+    """
+    count_trace("weighted_statistics")
+    require_kind(layout, "items", "weighted_statistics")
+    X = jnp.asarray(X, jnp.float32)
+
+    def chunk_stats(c: Chunk):
+        w = gather_slots(weights, c)                       # (n, L), 0 in pad slots
+        y = gather_slots(labels, c)
+        Xg = X[c.cols]                                     # (n, L, d)
+        A = jnp.einsum("nld,nle->nde", Xg * w[..., None], Xg, precision=_HI)
+        b = jnp.einsum("nl,nld->nd", w * y, Xg, precision=_HI)
+        return A, b
+
+    A, b = layout.assemble(layout.map_chunks(chunk_stats))
+    return 0.5 * (A + jnp.swapaxes(A, -1, -2)), b          # exact symmetry
+
+
+@jax.jit
+def gramian(U: jax.Array) -> jax.Array:
+    """``G_U = Uᵀ U = Σ_j u_j u_jᵀ``, float32 (d, d)."""
+    U = jnp.asarray(U, jnp.float32)
+    return jnp.matmul(U.T, U, precision=_HI)
+
+
+# -- noise ---------------------------------------------------------------------------------------
+@jax.jit(static_argnums=(1,))
+def symmetric_noise(key: jax.Array, d: int, sigma) -> jax.Array:
+    """One symmetric ``(d, d)`` noise matrix: entries ``k ≤ l`` i.i.d. ``N(0, σ²)``, mirrored.
+
+    The diagonal has variance ``σ²`` too (not ``2σ²`` as ``(Z + Zᵀ)/√2``-style symmetrisation
+    would give); see :func:`ssp_sensitivities` for why this calibration is valid.
+    """
+    z = jax.random.normal(key, (d, d), jnp.float32)
+    upper = jnp.triu(z)
+    return (upper + jnp.triu(z, 1).T) * sigma
+
+
+@jax.jit
+def noisy_gramian(U: jax.Array, key: jax.Array, sigma) -> jax.Array:
+    """Released Gramian ``Ĝ_U = Σ_j u_j u_jᵀ + E`` (E symmetric, std ``sigma`` on the upper
+    triangle), projected onto the PSD cone (post-processing). Sensitivity:
+    :func:`gramian_sensitivity`. float32 (d, d)."""
+    G = gramian(U)
+    return project_psd(G + symmetric_noise(key, G.shape[-1], sigma))
+
+
+def _item_noise(key, i, d, sigma_A, sigma_b):
+    """Noise ``(E_i (d, d), e_i (d,))`` of item ``i``: one standard-normal draw of size
+    ``d² + d`` from ``fold_in(key, i)`` (upper triangle of the first ``d²`` → ``E_i``, the
+    rest → ``e_i``). A function of (key, i) only, so it is identical for any layout, bucketing
+    or batching of the items."""
+    z = jax.random.normal(jax.random.fold_in(key, i), (d * d + d,), jnp.float32)
+    Z = z[: d * d].reshape(d, d)
+    E = (jnp.triu(Z) + jnp.triu(Z, 1).T) * sigma_A
+    return E, sigma_b * z[d * d:]
+
+
+@jax.jit
+def privatize_statistics(A: jax.Array, b: jax.Array, key: jax.Array, sigma_A, sigma_b
+                         ) -> tuple[jax.Array, jax.Array]:
+    """The released statistics ``Â = A + E``, ``b̂ = b + e`` (Algorithm 1, noise step).
+
+    ``E_i`` symmetric with upper-triangle entries (diagonal included) ~ ``N(0, sigma_A²)``,
+    ``e_i ~ N(0, sigma_b² I)``, all independent; item ``i``'s noise comes from
+    ``fold_in(key, i)`` (the same noise :func:`ssp_solve` adds with the same key).
+    A (m, d, d), b (m, d) → same shapes, float32. Noise is added to *every* item, including
+    items without ratings (which items are rated is private).
+    """
+    A = jnp.asarray(A, jnp.float32)
+    b = jnp.asarray(b, jnp.float32)
+    m, d = b.shape
+    E, e = jax.vmap(lambda i: _item_noise(key, i, d, sigma_A, sigma_b))(
+        jnp.arange(m, dtype=jnp.uint32))
+    return A + E, b + e
+
+
+# -- solve ---------------------------------------------------------------------------------------
+@jax.jit
+def project_psd(M: jax.Array) -> jax.Array:
+    """Projection onto the PSD cone (Frobenius): eigendecomposition, negative eigenvalues set
+    to 0. Works on (..., d, d); symmetrises its input and its output."""
+    M = 0.5 * (M + jnp.swapaxes(M, -1, -2))
+    lam, Q = jnp.linalg.eigh(M)
+    P = jnp.matmul(Q * jnp.maximum(lam, 0.0)[..., None, :], jnp.swapaxes(Q, -1, -2),
+                   precision=_HI)
+    return 0.5 * (P + jnp.swapaxes(P, -1, -2))
+
+
+def _eig_solve(M, rhs, floor):
+    """``Q diag(1/max(μ, floor)) Qᵀ rhs`` with ``M = Q diag(μ) Qᵀ`` — a solve that is finite for
+    any symmetric M (floor > 0)."""
+    mu, Q = jnp.linalg.eigh(M)
+    z = jnp.einsum("...ji,...j->...i", Q, rhs, precision=_HI) / jnp.maximum(mu, floor)
+    return jnp.einsum("...ij,...j->...i", Q, z, precision=_HI)
+
+
+def _default_batch(m: int, d: int) -> int:
+    # eigh workspace + noise + projections: a few (d, d) float32 arrays per item
+    return int(max(1, min(m, DEFAULT_MAX_CHUNK_BYTES // (4 * 8 * d * d))))
+
+
+def _check_reg(reg):
+    if isinstance(reg, (int, float)):
+        check_range("reg", reg, low=0, low_open=True)
+
+
+def ssp_solve(A: jax.Array, b: jax.Array, key: jax.Array | None, sigma_A, sigma_b, reg,
+              extra: jax.Array | None = None, psd: str = "project",
+              batch_size: int | None = None) -> jax.Array:
+    """Private task parameters from the exact statistics (Algorithm 1: noise, then solve).
+
+    ``θ_i = (Π(A_i + E_i) + extra + λ I)⁻¹ (b_i + e_i)``.
+
+    Args:
+      A: float (m, d, d) exact ``Σ_j w_ij x_j x_jᵀ`` (from :func:`weighted_statistics`).
+      b: float (m, d) exact ``Σ_j w_ij y_ij x_j``.
+      key: PRNG key for the noise (None only if both sigmas are 0).
+      sigma_A, sigma_b: noise standard deviations (= noise multiplier × sensitivity from
+        :func:`ssp_sensitivities`). 0 gives the exact weighted ridge solution.
+      reg: ridge ``λ > 0``.
+      extra: optional public or separately released (d, d) matrix added to every system
+        (e.g. ``α0·Ĝ_U``). It is symmetrised and projected onto the PSD cone first.
+      psd: how the noisy ``Â_i`` is kept well-posed (both are post-processing of the
+        released statistics, so they cost no privacy):
+        * "project" (default, the reference protocol): ``Π(Â_i)``, the PSD projection of
+          ``Â_i`` alone (eigendecomposition, negative eigenvalues set to 0), before ``extra``
+          and ``λI`` are added. Noise on a tail item's ``Â_i`` is of the same size as its
+          signal; projecting removes the negative directions that would otherwise make the
+          system indefinite and blow up ``θ_i``. Two eigendecompositions per item when
+          ``extra`` is given, one otherwise.
+        * "floor": ``Π(Â_i + extra) + λI`` — eigenvalues of ``Â_i + extra + λI`` floored at
+          ``λ``; one eigendecomposition per item. Equal to "project" when ``extra`` is None.
+        The final solve is always ``Q diag(1/max(μ, λ)) Qᵀ b̂`` (μ the eigenvalues of the
+        system matrix, which is ≥ λ I in exact arithmetic), so it is finite for any noise
+        level in float32 — never a Cholesky that can fail on round-off.
+      batch_size: items per batch of the (sequential) batched eigendecompositions; default
+        keeps the working set near 256 MiB.
+
+    Returns:
+      θ float32 (m, d).
+    """
+    if psd not in ("project", "floor"):
+        raise ConfigError(f"psd must be 'project' or 'floor' (got {psd!r})")
+    _check_reg(reg)
+    A = jnp.asarray(A, jnp.float32)
+    b = jnp.asarray(b, jnp.float32)
+    if A.ndim != 3 or b.ndim != 2 or A.shape[:2] != b.shape or A.shape[1] != A.shape[2]:
+        raise ConfigError(f"A must be (m, d, d) and b (m, d); got {A.shape} and {b.shape}")
+    # concrete zero noise (the non-private baseline) skips the noise draw altogether
+    noiseless = all(isinstance(s, (int, float)) and s == 0 for s in (sigma_A, sigma_b))
+    if key is None:
+        if not noiseless:
+            raise ConfigError("ssp_solve needs a PRNG key when noise is on")
+        key = jax.random.key(0)
+    m, d = b.shape
+    if batch_size is None:
+        batch_size = _default_batch(m, d)
+    if extra is None:
+        psd = "project"   # identical to "floor" without extra: share one compiled kernel
+    return _ssp_solve(A, b, key, jnp.float32(sigma_A), jnp.float32(sigma_b), jnp.float32(reg),
+                      None if extra is None else jnp.asarray(extra, jnp.float32),
+                      psd=psd, batch_size=int(batch_size), noisy=not noiseless)
+
+
+@jax.jit(static_argnames=("psd", "batch_size", "noisy"))
+def _ssp_solve(A, b, key, sigma_A, sigma_b, reg, extra, *, psd, batch_size, noisy):
+    count_trace("ssp_solve")
+    m, d = b.shape
+    eye = jnp.eye(d, dtype=jnp.float32)
+    if extra is not None:
+        extra = project_psd(extra)
+
+    def one(args):
+        A_i, b_i, i = args
+        if noisy:
+            E, e = _item_noise(key, i, d, sigma_A, sigma_b)
+            A_hat, b_hat = A_i + E, b_i + e
+        else:
+            A_hat, b_hat = A_i, b_i
+        if psd == "project" and extra is not None:
+            M = project_psd(A_hat) + extra + reg * eye
+        elif extra is not None:  # floor
+            M = A_hat + extra + reg * eye
+        else:                    # project == floor without extra
+            M = A_hat + reg * eye
+        return _eig_solve(M, b_hat, reg)
+
+    idx = jnp.arange(m, dtype=jnp.uint32)
+    if batch_size >= m:          # one batch: plain vmap, no loop to compile
+        return jax.vmap(one)((A, b, idx))
+    return jax.lax.map(one, (A, b, idx), batch_size=batch_size)
+
+
+def ssp_item_step(layout: Layout, X: jax.Array, weights: jax.Array | None,
+                  labels: jax.Array | None, key: jax.Array | None, sigma_A, sigma_b, reg,
+                  extra: jax.Array | None = None, psd: str = "project") -> jax.Array:
+    """One private SSP task step: :func:`weighted_statistics` then :func:`ssp_solve`.
+
+    Returns θ float32 (layout.n_rows, d). The two releases ({Â_i} with Frobenius sensitivity
+    ``√β C²``, {b̂_i} with L2 sensitivity ``√β C y_max``) are the caller's to record.
+    """
+    A, b = weighted_statistics(layout, X, weights, labels)
+    return ssp_solve(A, b, key, sigma_A, sigma_b, reg, extra=extra, psd=psd)

@@ -1,0 +1,93 @@
+"""The exact user step of alternating minimisation (never released: joint DP).
+
+For each user ``j`` with items ``I_j`` (Chien et al. 2021, "Private Alternating Least
+Squares", Algorithm 1 user update; step 1 of ``dpam_protocol.md`` §2):
+
+    u_j = (Σ_{i∈I_j} v_i v_iᵀ + α0 VᵀV + λ I)⁻¹ Σ_{i∈I_j} y_ij v_i,
+    u_j ← u_j · min(1, C / ‖u_j‖)
+
+``V`` (the released item embeddings) is public, so the "gravity" term ``α0 VᵀV`` costs no
+privacy. With implicit feedback ``y_ij = 1``. The clip to ``C`` bounds each user's contribution
+to the next private item step (:func:`dpmt.solvers.ssp.ssp_sensitivities`).
+
+Computed per bucket chunk of a user layout (rows = users): gather ``V[items]`` into a
+``(n, L, d)`` block, one batched Gram product, batched Cholesky factor/solve. Users without
+ratings get ``u_j = 0``. The same function folds in evaluation users from their history.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax.scipy.linalg import cho_factor, cho_solve
+
+from dpmt.errors import ConfigError, check_range
+from dpmt.solvers.layout import Chunk, Layout, count_trace, gather_slots, require_kind
+
+_HI = jax.lax.Precision.HIGHEST
+
+
+def clip_rows(U: jax.Array, clip_norm) -> jax.Array:
+    """``u ← u · min(1, C/‖u‖)`` row-wise; (n, d) → (n, d)."""
+    norm = jnp.linalg.norm(U, axis=-1, keepdims=True)
+    return U * (clip_norm / jnp.maximum(norm, clip_norm))
+
+
+def solve_users(layout_by_user: Layout, V: jax.Array, labels: jax.Array | None = None,
+                reg: float = 1.0, alpha0: float = 0.0, clip_norm: float | None = None,
+                weights: jax.Array | None = None) -> jax.Array:
+    """Exact (regularised, optionally clipped) least-squares user embeddings.
+
+    ``u_j = (Σ_{i∈I_j} c_ij v_i v_iᵀ + α0 VᵀV + λ I)⁻¹ Σ_{i∈I_j} c_ij y_ij v_i`` then
+    ``u_j ← u_j · min(1, C/‖u_j‖)`` (``c_ij = 1`` unless ``weights`` is given).
+
+    Args:
+      layout_by_user: user layout (rows = users, cols = items), from
+        :func:`~dpmt.solvers.layout.user_layout` on the training ratings (or an evaluation
+        user's history for fold-in).
+      V: float (n_items, d) item embeddings (public / released).
+      labels: float (nnz,) ``y_ij`` per rating (parent order), or None for ``y = 1``.
+      reg: ``λ``; ``λ > 0`` or ``α0 > 0`` is required.
+      alpha0: weight ``α0 ≥ 0`` of the gravity term ``VᵀV``.
+      clip_norm: ``C``; None for no clipping.
+      weights: optional per-rating confidence ``c_ij`` (nnz,); default all ones. (The user
+        step is not released, so these need not satisfy the privacy weight constraint.)
+
+    Returns:
+      U float32 (n_rows, d); zero rows for users without ratings.
+    """
+    require_kind(layout_by_user, "users", "solve_users")
+    for name, val in (("reg", reg), ("alpha0", alpha0)):
+        if isinstance(val, (int, float)):
+            check_range(name, val, low=0)
+    if isinstance(reg, (int, float)) and isinstance(alpha0, (int, float)) and reg <= 0 \
+            and alpha0 <= 0:
+        raise ConfigError("solve_users needs reg > 0 or alpha0 > 0 (the system is singular "
+                          "for users with fewer than d ratings)")
+    if clip_norm is not None:
+        check_range("clip_norm", clip_norm, low=0, low_open=True)
+    return _solve_users(layout_by_user, jnp.asarray(V, jnp.float32), labels, weights,
+                        jnp.float32(reg), jnp.float32(alpha0),
+                        None if clip_norm is None else jnp.float32(clip_norm))
+
+
+@jax.jit
+def _solve_users(layout, V, labels, weights, reg, alpha0, clip_norm):
+    count_trace("solve_users")
+    d = V.shape[-1]
+    # Shared part of every system: α0 VᵀV + λI (public V).
+    base = alpha0 * jnp.matmul(V.T, V, precision=_HI) + reg * jnp.eye(d, dtype=jnp.float32)
+
+    def chunk_solve(c: Chunk):
+        y = gather_slots(labels, c)                            # (n, L)
+        w = gather_slots(weights, c)
+        Vg = V[c.cols]                                         # (n, L, d)
+        A = jnp.einsum("nld,nle->nde", Vg * w[..., None], Vg, precision=_HI) + base
+        rhs = jnp.einsum("nl,nld->nd", w * y, Vg, precision=_HI)
+        fac = cho_factor(A, lower=True)
+        return cho_solve(fac, rhs[..., None])[..., 0]
+
+    U = layout.assemble(layout.map_chunks(chunk_solve))
+    if clip_norm is not None:
+        U = clip_rows(U, clip_norm)
+    return U

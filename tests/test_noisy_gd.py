@@ -1,0 +1,202 @@
+"""Noisy GD / DP-SGD (Algorithm 2): per-user clipping, convergence, noise, Poisson sampling."""
+
+import dp_accounting
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from scipy import stats
+
+from dpmt.data.ratings import Ratings
+from dpmt.errors import ConfigError
+from dpmt.solvers.encoders import (EmbeddingEncoder, MLPEncoder, embedding_params, init_encoder,
+                                   item_embeddings)
+from dpmt.solvers.layout import task_layout, trace_count, user_layout
+from dpmt.solvers.noisy_gd import (clipped_gradient_sum, noisy_gd, noisy_gd_dp_event,
+                                   noisy_gd_sensitivity, noisy_gradient, poisson_sample,
+                                   squared_loss)
+from dpmt.solvers.ssp import ssp_solve, weighted_statistics
+
+ALPHA = 1e-6
+
+
+def ratings(n=30, m=20, nnz=200, seed=0):
+    rng = np.random.default_rng(seed)
+    key = np.unique(rng.integers(0, n, nnz) * m + rng.integers(0, m, nnz))
+    return Ratings(key // m, key % m, rng.normal(size=len(key)), np.arange(n), np.arange(m))
+
+
+R = ratings()
+D = 3
+TL = task_layout(R, dim=D)
+UL = user_layout(R, dim=D)
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(R.n_users, D)).astype(np.float32)
+W = RNG.uniform(0.2, 1.0, R.nnz).astype(np.float32)
+Y = R.value.astype(np.float32)
+ENC = EmbeddingEncoder(R.n_items, D)
+PARAMS = init_encoder(ENC, jax.random.key(0))
+
+
+def brute_user_grads(encoder, params, loss=squared_loss):
+    """Per-user gradients by jax.grad of each user's dense loss over *all* items (a 0/1 row
+    mask; no layout, padding or per-rating tricks), one user at a time."""
+    M = np.zeros((R.n_users, R.n_items), np.float32)
+    Wd, Yd = M.copy(), M.copy()
+    M[R.user, R.item] = 1.0
+    Wd[R.user, R.item] = W
+    Yd[R.user, R.item] = Y
+
+    return [_dense_user_grad(encoder, loss, params, M[j], Wd[j], Yd[j], X[j])
+            for j in range(R.n_users)]
+
+
+@jax.jit(static_argnums=(0, 1))
+def _dense_user_grad(encoder, loss, p, mask, w, y, x):
+    def f(p):
+        pred = encoder.apply(p) @ x                                  # all items
+        return jnp.sum(mask * w * loss(pred, y))
+    return jax.grad(f)(p)
+
+
+def tree_norm(t):
+    return float(np.sqrt(sum(np.sum(np.asarray(x, np.float64) ** 2)
+                             for x in jax.tree_util.tree_leaves(t))))
+
+
+def tree_close(a, b, **kw):
+    jax.tree_util.tree_map(lambda x, y: np.testing.assert_allclose(x, y, **kw), a, b)
+
+
+def check_clipped_sum(encoder, params, layout, **kw):
+    grads = brute_user_grads(encoder, params)
+    norms = np.array([tree_norm(g) for g in grads])
+    G = float(np.median(norms))                                     # clip about half the users
+    assert np.sum(norms > G) >= 3 and np.sum(norms < G) >= 3      # clipping partly active
+    ref = jax.tree_util.tree_map(
+        lambda *gs: sum(g * min(1.0, G / max(n, 1e-30)) for g, n in zip(gs, norms)), *grads)
+    ones = np.ones(R.n_users, np.float32)
+    got, got_norms = clipped_gradient_sum(encoder, params, layout, X, W, Y, G, user_mask=ones,
+                                          **kw)
+    tree_close(got, ref, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got_norms, norms, rtol=1e-4, atol=1e-6)
+    # each user's contribution to the sum (the sensitivity) has norm ≤ G, = G when clipped
+    for j in np.argsort(-norms)[:3].tolist() + np.argsort(norms)[:2].tolist():
+        mask = np.ones(R.n_users, np.float32)
+        mask[j] = 0
+        without, _ = clipped_gradient_sum(encoder, params, layout, X, W, Y, G, user_mask=mask,
+                                          **kw)
+        delta = tree_norm(jax.tree_util.tree_map(lambda a, b: a - b, got, without))
+        assert delta <= G * (1 + 1e-4)
+        assert delta == pytest.approx(min(G, norms[j]), rel=1e-3, abs=1e-5)
+
+
+def test_embedding_fast_path_clipping_matches_brute_force():
+    check_clipped_sum(ENC, PARAMS, TL)
+
+
+@pytest.mark.slow
+def test_generic_path_with_embedding_table_matches_brute_force():
+    check_clipped_sum(ENC, PARAMS, UL, microbatch_size=7)
+
+
+def test_generic_path_with_mlp_encoder_matches_brute_force():
+    feats = RNG.normal(size=(R.n_items, 4)).astype(np.float32)
+    mlp = MLPEncoder(feats, hidden=(6,), dim=D, with_table=True)
+    p = init_encoder(mlp, jax.random.key(1))
+    p = jax.tree_util.tree_map(lambda x: x + 0.3, p)               # non-zero table
+    check_clipped_sum(mlp, p, UL, microbatch_size=8)
+
+
+def test_converges_to_ssp_without_noise():
+    reg = 2.0
+    A, b = weighted_statistics(TL, X, W, Y)
+    theta = np.asarray(ssp_solve(A, b, None, 0.0, 0.0, reg))        # weighted ridge
+    # gradient of (1/n)·L_w is ((A_i + λI)θ_i − b_i)/n: step size n/L_max converges
+    lmax = float(np.linalg.eigvalsh(np.asarray(A, np.float64)).max()) + reg
+    sgd = optax.sgd(R.n_users / lmax)
+    out = noisy_gd(ENC, PARAMS, TL, X, W, Y, steps=600, clip_norm=1e6, noise_multiplier=0.0,
+                   key=jax.random.key(0), optimizer=sgd, reg=reg)
+    np.testing.assert_allclose(item_embeddings(ENC, out), theta, atol=1e-4)
+    # a second call (new optimizer object, other numeric values) does not recompile the
+    # gradient kernel
+    before = trace_count("noisy_gradient")
+    out2 = noisy_gd(ENC, out, TL, X, W, Y, steps=3, clip_norm=1e5, noise_multiplier=0.0,
+                    key=jax.random.key(1), optimizer=optax.sgd(R.n_users / lmax), reg=reg)
+    assert trace_count("noisy_gradient") == before
+    np.testing.assert_allclose(item_embeddings(ENC, out2), theta, atol=1e-4)
+
+
+def chi2_std_ok(x, sigma, alpha=ALPHA):
+    x = np.asarray(x, np.float64).ravel()
+    s = np.sum(x ** 2) / sigma ** 2
+    lo, hi = stats.chi2.ppf([alpha / 2, 1 - alpha / 2], df=x.size)
+    return lo <= s <= hi, (s / x.size) ** 0.5
+
+
+@pytest.mark.parametrize("q", [None, 0.25])
+def test_noise_std_matches(q):
+    G, sigma, n = 0.8, 1.7, 50.0
+    zero_w = np.zeros(R.nnz, np.float32)                            # no data signal, λ = 0
+    samples = [noisy_gradient(ENC, PARAMS, TL, X, zero_w, Y, jax.random.key(k), clip_norm=G,
+                              noise_multiplier=sigma, sampling_rate=q, num_users=n)
+               for k in range(40)]
+    x = np.stack([np.asarray(s["params"]["embedding"]) for s in samples])
+    expected = sigma * G / ((1.0 if q is None else q) * n)          # std of noise / (q n)
+    ok, est = chi2_std_ok(x, expected)
+    assert ok, f"noise std {est} vs {expected}"
+    # and the regulariser is added exactly (data-independent, unclipped): + (λ/n) θ
+    reg = 3.0
+    g = noisy_gradient(ENC, PARAMS, TL, X, zero_w, Y, jax.random.key(0), clip_norm=G,
+                       noise_multiplier=sigma, sampling_rate=q, num_users=n, reg=reg)
+    np.testing.assert_allclose(g["params"]["embedding"] - samples[0]["params"]["embedding"],
+                               reg / n * PARAMS["params"]["embedding"], rtol=1e-4, atol=1e-6)
+
+
+def test_poisson_sampling_and_events():
+    q, n = 0.3, 20000
+    mask = np.asarray(poisson_sample(jax.random.key(3), n, q))
+    lo, hi = stats.binom.ppf([ALPHA / 2, 1 - ALPHA / 2], n, q)
+    assert lo <= mask.sum() <= hi and set(np.unique(mask)) == {0.0, 1.0}
+    # the sampled step sums exactly the clipped gradients of the sampled users
+    key = jax.random.key(9)
+    k_sample, _ = jax.random.split(key)
+    m = poisson_sample(k_sample, R.n_users, 0.5)
+    g = noisy_gradient(ENC, PARAMS, TL, X, W, Y, key, clip_norm=0.5, noise_multiplier=0.0,
+                       sampling_rate=0.5, num_users=R.n_users)
+    ref, _ = clipped_gradient_sum(ENC, PARAMS, TL, X, W, Y, 0.5, user_mask=m)
+    np.testing.assert_allclose(g["params"]["embedding"],
+                               np.asarray(ref["params"]["embedding"]) / (0.5 * R.n_users),
+                               rtol=1e-5, atol=1e-7)
+    assert 0 < float(np.sum(m)) < R.n_users
+    # dp_accounting events
+    assert noisy_gd_dp_event(1.1, 7) == dp_accounting.SelfComposedDpEvent(
+        dp_accounting.GaussianDpEvent(1.1), 7)
+    ev = noisy_gd_dp_event(1.1, 7, sampling_rate=0.01)
+    assert ev == dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.1)), 7)
+    acc = dp_accounting.rdp.RdpAccountant()
+    acc.compose(ev)
+    eps_sampled = acc.get_epsilon(1e-5)
+    acc = dp_accounting.rdp.RdpAccountant()
+    acc.compose(noisy_gd_dp_event(1.1, 7))
+    assert 0 < eps_sampled < acc.get_epsilon(1e-5) < np.inf
+    assert noisy_gd_sensitivity(0.5) == 0.5
+
+
+def test_dp_sgd_run_and_errors():
+    V0 = np.zeros((R.n_items, D), np.float32)
+    out = noisy_gd(ENC, embedding_params(V0), TL, X, W, Y, steps=4, clip_norm=0.5,
+                   noise_multiplier=1.0, key=jax.random.key(0), sampling_rate=0.3, reg=1.0)
+    V = np.asarray(item_embeddings(ENC, out))
+    assert V.shape == V0.shape and np.all(np.isfinite(V)) and np.any(V != 0)
+    mlp = MLPEncoder(np.ones((R.n_items, 2), np.float32), hidden=(4,), dim=D)
+    with pytest.raises(ConfigError):                  # task layout needs the embedding table
+        noisy_gd(mlp, init_encoder(mlp, jax.random.key(0)), TL, X, W, Y, steps=1,
+                 clip_norm=1.0, noise_multiplier=1.0, key=jax.random.key(0))
+    with pytest.raises(ConfigError):
+        noisy_gd(ENC, PARAMS, TL, X, W, Y, steps=1, clip_norm=0.0, noise_multiplier=1.0,
+                 key=jax.random.key(0))
+    with pytest.raises(ConfigError):
+        noisy_gd_dp_event(1.0, 3, sampling_rate=1.5)

@@ -1,0 +1,229 @@
+"""The private alternating-minimisation loop: privacy plan, ledger, determinism, API, outputs.
+
+Also the five accounting defects of the reference implementation (reference note §5).
+"""
+
+import json
+import math
+
+import jax
+import numpy as np
+import pytest
+
+import dpmt
+from dpmt.config import TrainConfig
+from dpmt.data import make_synthetic, per_user_split
+from dpmt.errors import ConfigError, DpmtError, PrivacyBudgetError
+from dpmt.training import compute_weights, fit, plan_releases, run
+from dpmt import weighting
+
+SMALL = dict(dim=4, iterations=2, budget=10.0, reg=1.0, gravity=0.1)
+
+
+@pytest.fixture(scope="module")
+def split():
+    r = make_synthetic(n_users=300, n_items=120, n_interactions=6000, alpha=1.0, seed=1)
+    return per_user_split(r, seed=0)
+
+
+def test_private_fit_spends_at_most_target_and_ledger_is_complete(split):
+    cfg = TrainConfig(weights="adaptive", epsilon=2.0, **SMALL)
+    res = fit(split.train, cfg, test=split.test)
+    names = [r.name for r in res.ledger.releases]
+    assert names == ["item_counts", "iter0/gramian", "iter0/ssp_A", "iter0/ssp_b",
+                     "iter1/gramian", "iter1/ssp_A", "iter1/ssp_b"]
+    assert res.epsilon <= 2.0 * (1 + 1e-6)
+    assert res.epsilon == pytest.approx(2.0, rel=1e-3)  # calibrated to use the budget
+    m = res.metrics
+    assert set(m["overall"]) >= {"recall@20", "ndcg@20"}
+    assert len(m["buckets"]) == 5
+    assert m["privacy"]["epsilon"] == pytest.approx(res.epsilon)
+    assert np.all(np.isfinite(res.item_embeddings))
+
+
+def test_same_seed_same_model_different_seed_different(split):
+    cfg = TrainConfig(weights="adaptive", epsilon=5.0, **SMALL)
+    a = fit(split.train, cfg)
+    b = fit(split.train, cfg)
+    c = fit(split.train, cfg.replace(seed=1))
+    np.testing.assert_array_equal(a.item_embeddings, b.item_embeddings)
+    assert not np.allclose(a.item_embeddings, c.item_embeddings)
+
+
+def test_nonprivate_als_beats_popularity_on_planted_data(split):
+    from dpmt.training import popularity_metrics
+
+    res = fit(split.train, TrainConfig(private=False, dim=8, iterations=6, reg=0.5,
+                                       gravity=0.05), test=split.test)
+    pop = popularity_metrics(split.train, split.test)
+    assert res.ledger is None and math.isinf(res.metrics["privacy"]["epsilon"])
+    assert res.metrics["overall"]["recall@20"] > pop["overall"]["recall@20"]
+
+
+def test_unmeetable_budget_refused_before_touching_data(split, monkeypatch):
+    import dpmt.training as tr
+
+    touched = []
+    monkeypatch.setattr(tr, "private_counts", lambda *a, **k: touched.append(1))
+    cfg = TrainConfig(weights="adaptive", epsilon=0.5, count_noise_multiplier=0.5, **SMALL)
+    with pytest.raises(PrivacyBudgetError, match="alone spend"):
+        fit(split.train, cfg)
+    assert touched == []
+
+
+def test_weights_respect_budget_for_every_scheme(split):
+    counts = np.maximum(split.train.item_counts(), 1).astype(float)
+    for w in ["uniform", "tail", "adaptive", "adaptive-normalized"]:
+        cfg = TrainConfig(weights=w, budget=7.0)
+        ww = compute_weights(cfg, split.train, counts, float(split.train.n_users), seed=0)
+        b = weighting.user_sq_norms(ww, split.train.user, split.train.n_users)
+        assert b.max() <= 7.0 + 1e-9, w
+        assert ww.min() >= 0
+
+
+def test_recommend_folds_in_a_new_user(split):
+    res = fit(split.train, TrainConfig(private=False, dim=8, iterations=4))
+    hist = split.train.by_user.row(0)[0]
+    top = res.recommend(hist, k=10)
+    assert len(top) == 10 and len(set(top.tolist())) == 10
+    assert not set(top.tolist()) & set(hist.tolist())
+    scores = res.item_embeddings @ res.fold_in(hist)
+    scores[hist] = -np.inf
+    assert scores[top[0]] == scores.max()
+    with pytest.raises(DpmtError):
+        res.recommend(np.array([10**6]))
+
+
+def test_gd_solver_runs_private_and_accounts_each_step(split):
+    cfg = TrainConfig(solver="gd", weights="adaptive", epsilon=3.0, gd_steps=5,
+                      gd_sampling_rate=0.5, **SMALL)
+    res = fit(split.train, cfg, test=split.test)
+    gd = [r for r in res.ledger.releases if r.name.endswith("/gd")]
+    assert len(gd) == 2 and all(r.count == 5 and r.sampling_rate == 0.5 for r in gd)
+    assert res.epsilon <= 3.0 * (1 + 1e-6)
+    assert np.all(np.isfinite(res.item_embeddings))
+
+
+# -- the reference implementation's five accounting defects (dpam_protocol.md §5) ----------
+def test_defect1_label_range_enters_b_sensitivity():
+    """The b-noise sensitivity is √β·C·y_max, with labels clipped to |y| ≤ y_max."""
+    from dpmt.solvers.ssp import ssp_sensitivities
+
+    _, s1 = ssp_sensitivities(4.0, 0.5, 1.0)
+    _, s3 = ssp_sensitivities(4.0, 0.5, 3.0)
+    assert s3 == pytest.approx(3 * s1) and s1 == pytest.approx(2 * 0.5 * 1.0)
+    plan = {p.name: p for p in plan_releases(TrainConfig(budget=4.0, user_clip=0.5))}
+    assert plan["iter0/ssp_b"].sensitivity == pytest.approx(s1)  # implicit labels: y_max = 1
+
+
+def test_defect2_private_mean_charged_for_k_ratings():
+    from dpmt.privacy import private_mean
+
+    _, (rs, rc) = private_mean(np.array([1.0, 5.0]), np.array([0, 0]), low=-3, high=2, k=7,
+                               sum_noise_std=1.0, count_noise_std=1.0,
+                               key=jax.random.PRNGKey(0))
+    assert rs.sensitivity == 7 * 3 and rc.sensitivity == 7
+
+
+def test_defect3_counts_released_and_charged_once(split, monkeypatch):
+    """tail and adaptive weights read one counts release, charged exactly once."""
+    import dpmt.training as tr
+
+    calls = []
+    real = tr.private_counts
+    monkeypatch.setattr(tr, "private_counts", lambda *a, **k: calls.append(1) or real(*a, **k))
+    res = fit(split.train, TrainConfig(weights="tail", epsilon=4.0, **SMALL))
+    assert calls == [1]
+    assert [r.name for r in res.ledger.releases].count("item_counts") == 1
+
+
+def test_defect4_training_never_reads_exact_counts(split, monkeypatch):
+    """Exact item counts are read only for the evaluation buckets, never by training."""
+    from dpmt.data.ratings import Ratings
+
+    def forbidden(self):
+        raise AssertionError("training read exact item counts")
+
+    monkeypatch.setattr(Ratings, "item_counts", forbidden)
+    for w in ["tail", "adaptive", "adaptive-normalized", "uniform"]:
+        fit(split.train, TrainConfig(weights=w, epsilon=4.0, **SMALL))  # no evaluation
+
+
+def test_defect5_sampled_gd_is_poisson_and_accounted_as_poisson():
+    import dp_accounting
+
+    from dpmt.solvers.noisy_gd import noisy_gd_dp_event, poisson_sample
+
+    ev = noisy_gd_dp_event(1.0, 10, sampling_rate=0.1)
+    assert isinstance(ev, dp_accounting.SelfComposedDpEvent)
+    assert isinstance(ev.event, dp_accounting.PoissonSampledDpEvent)
+    sizes = [int(np.asarray(poisson_sample(jax.random.PRNGKey(s), 1000, 0.1)).sum())
+             for s in range(50)]
+    assert len(set(sizes)) > 5  # batch sizes vary: Poisson, not fixed-size shuffling
+    assert abs(np.mean(sizes) - 100) < 10
+
+
+# -- run directory and config --------------------------------------------------------------
+def test_run_writes_complete_run_directory(tmp_path):
+    cfg = TrainConfig(dataset="synthetic:users=200,items=80,interactions=3000,seed=2",
+                      weights="adaptive", epsilon=3.0, **SMALL)
+    res = run(cfg, out_dir=tmp_path / "r", progress=False)
+    out = tmp_path / "r"
+    for f in ["config.json", "ledger.json", "metrics.json", "item_embeddings.npz", "train.log"]:
+        assert (out / f).exists(), f
+    m = json.loads((out / "metrics.json").read_text())
+    assert "recall@20" in m["overall"] and len(m["buckets"]) == 5
+    assert m["privacy"]["epsilon"] <= 3.0 * (1 + 1e-6)
+    assert m["privacy"]["privacy_unit"].startswith("one user")
+    led = json.loads((out / "ledger.json").read_text())
+    assert led["epsilon"] == pytest.approx(res.epsilon)
+    z = np.load(out / "item_embeddings.npz")
+    np.testing.assert_array_equal(z["V"], res.item_embeddings)
+    assert TrainConfig.from_dict(json.loads((out / "config.json").read_text())) == cfg
+    assert not list(out.glob("*.tmp*"))
+
+
+@pytest.mark.parametrize("bad, msg", [
+    (dict(epsilon=0.0), "epsilon must be > 0"),
+    (dict(delta=1.0), "delta must be < 1"),
+    (dict(dim=0), "dim must be >= 1"),
+    (dict(mu=-1.0), "mu must be >= 0"),
+    (dict(weights="nope"), "weights must be one of"),
+    (dict(solver="ssp", encoder="mlp"), "needs solver='gd'"),
+    (dict(weights="uniform", budget=2.5), "must be an integer"),
+])
+def test_config_validation(bad, msg):
+    with pytest.raises(ConfigError, match=msg):
+        TrainConfig(**bad)
+
+
+def test_public_entry_point():
+    assert dpmt.fit is fit
+    assert dpmt.TrainConfig is TrainConfig
+
+
+def test_noise_free_gd_converges_to_ssp_solution(split):
+    """With noise off (non-private) and clipping inactive, noisy GD on the same weighted
+    objective (incl. the gravity term) reaches the SSP item solution."""
+    import jax.numpy as jnp
+
+    from dpmt.solvers import layout as L
+    from dpmt.solvers.encoders import EmbeddingEncoder, embedding_params, item_embeddings
+    from dpmt.solvers.noisy_gd import noisy_gd
+    from dpmt.solvers.ssp import gramian, ssp_item_step
+    from dpmt.solvers.user_step import solve_users
+    import optax
+
+    tr = split.train
+    items, users = L.task_layout(tr, dim=4), L.user_layout(tr, dim=4)
+    V0 = 0.3 * jax.random.normal(jax.random.PRNGKey(0), (tr.n_items, 4))
+    U = solve_users(users, V0, reg=1.0, alpha0=0.1, clip_norm=1.0)
+    extra = 0.1 * gramian(U)
+    w = jnp.asarray(np.random.default_rng(0).uniform(0.5, 1.5, tr.nnz), jnp.float32)
+    v_ssp = ssp_item_step(items, U, w, None, None, 0.0, 0.0, 1.0, extra=extra)
+    enc = EmbeddingEncoder(n_items=tr.n_items, dim=4)
+    p = noisy_gd(enc, embedding_params(V0), items, U, w, None, steps=400, clip_norm=1e6,
+                 noise_multiplier=0.0, key=jax.random.PRNGKey(1), num_users=1.0,
+                 optimizer=optax.sgd(0.01), reg=1.0, extra_quadratic=extra)
+    np.testing.assert_allclose(np.asarray(item_embeddings(enc, p)), np.asarray(v_ssp),
+                               atol=2e-3)
