@@ -4,7 +4,6 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 export JAX_PLATFORMS ?= cpu
-export XLA_FLAGS ?= --xla_cpu_multi_thread_eigen=true
 
 .PHONY: demo test test-slow install clean bench
 

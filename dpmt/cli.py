@@ -161,8 +161,22 @@ def cmd_info(args) -> int:
 
 
 def cmd_train(args) -> int:
+    import json
+    from pathlib import Path
+
+    from dpmt.config import TrainConfig
+    from dpmt.errors import ConfigError
     from dpmt.training import run
 
+    if args.resume:
+        saved = Path(args.resume) / "config.json"
+        if not saved.exists():
+            raise ConfigError(f"cannot resume {args.resume}: no config.json there (was it "
+                              "started with `dpmt train --out` ?)")
+        cfg = TrainConfig.from_dict(json.loads(saved.read_text()))
+        result = run(cfg, out_dir=args.resume, progress=not args.quiet, resume=True)
+        print(result.report())
+        return 0
     cfg = config_from_args(args)
     result = run(cfg, out_dir=args.out, progress=not args.quiet)
     print(result.report())
@@ -216,6 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_arguments(t)
     t.add_argument("--out", default=None, help="run directory (config.json, ledger.json, "
                                                "metrics.json, item_embeddings.npz, train.log)")
+    t.add_argument("--resume", metavar="RUN_DIR", default=None,
+                   help="continue an interrupted run from its last completed iteration (same "
+                        "configuration and random streams; nothing is charged twice)")
     t.add_argument("--quiet", action="store_true", help="no progress bars")
     t.set_defaults(func=cmd_train)
 
@@ -262,6 +279,12 @@ def main(argv=None) -> int:
     except DpmtError as e:
         print(f"dpmt {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # e.g. `dpmt info | head`: the reader left; not an error
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
     except KeyboardInterrupt:
         print(f"dpmt {args.command}: interrupted", file=sys.stderr)
         return 130

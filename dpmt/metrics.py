@@ -67,7 +67,7 @@ def _dot_scores(U, V, rows):
 
 
 # -- padded per-user item lists -------------------------------------------------------------------
-def _user_lists(r, users: np.ndarray, drop: np.ndarray | None = None):
+def _user_lists(r, users: np.ndarray):
     """Padded item lists of ``users`` in ratings ``r``; returns (items (n, L) with pad = -1)."""
     csr = r.by_user
     lens = csr.lengths[users]
@@ -84,7 +84,9 @@ def _targets_minus_history(history, targets, n_items):
     """Targets with (user, item) pairs in the history removed (as a new Ratings)."""
     hk = history.user.astype(np.int64) * n_items + history.item
     tk = targets.user.astype(np.int64) * n_items + targets.item
-    keep = ~np.isin(tk, hk)
+    hk = np.sort(hk)                       # sorted search: np.isin's hashing is slow here
+    at = np.minimum(np.searchsorted(hk, tk), max(len(hk) - 1, 0))
+    keep = ~(hk[at] == tk) if len(hk) else np.ones(len(tk), bool)
     # duplicates in targets count once
     _, first = np.unique(tk, return_index=True)
     uniq = np.zeros(len(tk), bool)

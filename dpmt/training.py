@@ -255,13 +255,14 @@ def fit(train: Ratings, config: TrainConfig | None = None, *, validation=None, t
 
     items = layout_mod.task_layout(train, dim=cfg.dim)
     users = layout_mod.user_layout(train, dim=cfg.dim)
-    V = cfg.init_scale * jax.random.normal(k_init, (train.n_items, cfg.dim), jnp.float32)
+    V = initial_items(k_init, train.n_items, cfg.dim, cfg.init_scale)
     start = 0
     history: list[dict] = []
+    gd = _GDState(cfg, item_features, train) if cfg.solver == "gd" else None
     if state is not None:
         V, start, history = jnp.asarray(state["V"]), state["iteration"], state["history"]
-
-    gd = _GDState(cfg, item_features, train) if cfg.solver == "gd" else None
+        if gd is not None and state.get("gd_params") is not None:
+            gd.restore(state["gd_params"])
     bar = _progress(range(start, cfg.iterations), progress, desc="train", unit="it",
                     initial=start, total=cfg.iterations)
     for t in bar:
@@ -290,13 +291,17 @@ def fit(train: Ratings, config: TrainConfig | None = None, *, validation=None, t
             V = gd.step(V, U, w_j, k_item, z, extra, n_norm)
         V = jnp.asarray(V, jnp.float32)
         if not bool(jnp.all(jnp.isfinite(V))):
-            raise FloatingPointError(f"non-finite item embeddings at iteration {t}")
+            raise ConfigError(
+                f"the item embeddings became non-finite at iteration {t} ("
+                + ("noisy GD diverged: lower --gd-learning-rate or raise --reg"
+                   if cfg.solver == "gd" else "raise --reg") + "); nothing was saved")
         eps = 0.0 if ledger is None else ledger.epsilon()
         history.append({"iteration": t, "epsilon": eps, "seconds": time.time() - t_start})
         if progress and hasattr(bar, "set_postfix"):
             bar.set_postfix(eps=f"{eps:.3g}")
         if ckpt is not None:
-            ckpt.save(np.asarray(V), t + 1, ledger, noisy_counts, noisy_n, history)
+            ckpt.save(np.asarray(V), t + 1, ledger, noisy_counts, noisy_n, history,
+                      gd_params=None if gd is None else gd.state_bytes())
 
     result = FitResult(config=cfg, item_embeddings=np.asarray(V), item_ids=train.item_ids,
                        ledger=ledger, history=history)
@@ -305,6 +310,18 @@ def fit(train: Ratings, config: TrainConfig | None = None, *, validation=None, t
         result.metrics = evaluate(result, train, eval_set)
     result.seconds = time.time() - t_start
     return result
+
+
+def initial_items(key: jax.Array, n_items: int, dim: int, scale: float) -> jax.Array:
+    """Data-independent initial V: a shared direction plus Gaussian jitter.
+
+    v_i = scale · (1/√d + 0.5·N(0, I_d)). With every positive labelled 1, the shared
+    direction makes the first user solve put every user on the same side of it, so the first
+    private item step already learns a popularity-like component (b_i ∝ Σ_j w_ij u_j adds
+    up coherently) instead of averaging random directions to noise.
+    """
+    common = jnp.full((n_items, dim), 1.0 / math.sqrt(dim), jnp.float32)
+    return scale * (common + 0.5 * jax.random.normal(key, (n_items, dim), jnp.float32))
 
 
 def _record(ledger: PrivacyLedger | None, cal, name: str) -> float:
@@ -341,6 +358,23 @@ class _GDState:
             self.encoder = encoders.EmbeddingEncoder(n_items=train.n_items, dim=cfg.dim)
             self.params = None
             self.layout = layout_mod.task_layout(train, dim=cfg.dim)
+
+    def state_bytes(self) -> bytes | None:
+        """Serialised encoder parameters that persist across iterations (MLP only)."""
+        from flax import serialization
+
+        if self.cfg.encoder != "mlp" or self.params is None:
+            return None
+        return serialization.to_bytes(self.params)
+
+    def restore(self, data: bytes) -> None:
+        from flax import serialization
+
+        from dpmt.solvers import encoders
+
+        # the template only fixes the structure; the values come from ``data``
+        template = encoders.init_encoder(self.encoder, jax.random.PRNGKey(0))
+        self.params = serialization.from_bytes(template, data)
 
     def step(self, V, U, w, key, noise_multiplier, extra, num_users):
         from dpmt.solvers import encoders
@@ -432,10 +466,12 @@ class _Checkpoint:
     def __init__(self, run_dir):
         self.path = Path(run_dir) / "checkpoint.npz"
 
-    def save(self, V, iteration, ledger, noisy_counts, noisy_n, history):
+    def save(self, V, iteration, ledger, noisy_counts, noisy_n, history, gd_params=None):
         arrays = {"V": V, "iteration": np.array(iteration),
                   "ledger": np.array("" if ledger is None else ledger.to_json()),
                   "history": np.array(json.dumps(history))}
+        if gd_params is not None:
+            arrays["gd_params"] = np.frombuffer(gd_params, dtype=np.uint8)
         if noisy_counts is not None:
             arrays["noisy_counts"] = noisy_counts
             arrays["noisy_n"] = np.array(noisy_n)
@@ -449,6 +485,7 @@ class _Checkpoint:
         state = {"V": z["V"], "iteration": int(z["iteration"]),
                  "ledger": PrivacyLedger.from_dict(json.loads(led)) if led else None,
                  "history": json.loads(str(z["history"]))}
+        state["gd_params"] = z["gd_params"].tobytes() if "gd_params" in z else None
         if "noisy_counts" in z:
             state["noisy_counts"] = z["noisy_counts"]
             state["noisy_n"] = float(z["noisy_n"])

@@ -103,12 +103,12 @@ def test_ranking_metrics_match_brute_force_with_embeddings():
 
 
 def test_popularity_baseline_through_same_code():
-    hist, tgt = make_split(seed=2)
+    hist, tgt = make_split()                   # same shapes as above: shared compilation
     pop = popularity_scores(hist)
     np.testing.assert_array_equal(pop, hist.item_counts())
     buckets = popularity_buckets(hist.item_counts())
     res = ranking_metrics(None, None, hist, tgt, ks=KS, item_buckets=buckets,
-                          score_fn=popularity_score_fn(hist))
+                          score_fn=popularity_score_fn(hist), batch_size=16)
     ref, counts = brute_force(np.broadcast_to(pop, (hist.n_users, hist.n_items)), hist, tgt, KS,
                               buckets)
     compare(res, ref, counts, 5)

@@ -30,7 +30,7 @@ def ratings(n=30, m=20, nnz=200, seed=0):
 R = ratings()
 D = 3
 TL = task_layout(R, dim=D)
-UL = user_layout(R, dim=D)
+UL = user_layout(R, dim=D, growth=4.0)          # 2 buckets: less to compile
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(R.n_users, D)).astype(np.float32)
 W = RNG.uniform(0.2, 1.0, R.nnz).astype(np.float32)
@@ -116,7 +116,7 @@ def test_converges_to_ssp_without_noise():
     # gradient of (1/n)·L_w is ((A_i + λI)θ_i − b_i)/n: step size n/L_max converges
     lmax = float(np.linalg.eigvalsh(np.asarray(A, np.float64)).max()) + reg
     sgd = optax.sgd(R.n_users / lmax)
-    out = noisy_gd(ENC, PARAMS, TL, X, W, Y, steps=600, clip_norm=1e6, noise_multiplier=0.0,
+    out = noisy_gd(ENC, PARAMS, TL, X, W, Y, steps=250, clip_norm=1e6, noise_multiplier=0.0,
                    key=jax.random.key(0), optimizer=sgd, reg=reg)
     np.testing.assert_allclose(item_embeddings(ENC, out), theta, atol=1e-4)
     # a second call (new optimizer object, other numeric values) does not recompile the
@@ -126,6 +126,15 @@ def test_converges_to_ssp_without_noise():
                     key=jax.random.key(1), optimizer=optax.sgd(R.n_users / lmax), reg=reg)
     assert trace_count("noisy_gradient") == before
     np.testing.assert_allclose(item_embeddings(ENC, out2), theta, atol=1e-4)
+    # with the public gravity term ½ Σ_i v_iᵀ M v_i: the SSP solution with extra = M
+    B = RNG.normal(size=(D, D))
+    M = (B @ B.T).astype(np.float32)
+    theta_m = np.asarray(ssp_solve(A, b, None, 0.0, 0.0, reg, extra=M))
+    lr = R.n_users / (lmax + float(np.linalg.eigvalsh(M).max()))
+    out3 = noisy_gd(ENC, out, TL, X, W, Y, steps=250, clip_norm=1e6, noise_multiplier=0.0,
+                    key=jax.random.key(2), optimizer=optax.sgd(lr), reg=reg,
+                    extra_quadratic=M)
+    np.testing.assert_allclose(item_embeddings(ENC, out3), theta_m, atol=1e-4)
 
 
 def chi2_std_ok(x, sigma, alpha=ALPHA):

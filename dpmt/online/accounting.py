@@ -37,7 +37,7 @@ from dpmt.errors import ConfigError
 __all__ = [
     "hockey_stick", "hockey_stick_both", "bit_delta", "bernoulli_product_pld",
     "bernoulli_product_delta", "bernoulli_product_rdp", "bernoulli_product_rdp_delta",
-    "rdp_to_delta", "rdp_to_epsilon", "basic_composition", "group_privacy", "RDP_ORDERS",
+    "rdp_to_delta", "rdp_to_order", "rdp_to_epsilon", "basic_composition", "group_privacy", "RDP_ORDERS",
 ]
 
 #: Rényi orders used by the RDP bounds here (dense near 1, up to 10^4).
@@ -193,6 +193,20 @@ def rdp_to_delta(orders, rdp, epsilon: float) -> float:
             if a > 1.01 and math.isfinite(r):
                 best = min(best, (a - 1) * (r - epsilon + math.log1p(-1 / a)) - math.log(a))
         return float(min(1.0, math.exp(best))) if best < math.inf else 1.0
+
+
+def rdp_to_order(orders, rdp, epsilon: float) -> float:
+    """The order at which :func:`rdp_to_delta`'s conversion is optimal (``dp_accounting``)."""
+    try:
+        return float(_rdp.compute_delta(list(orders), list(rdp), epsilon)[1])
+    except (ValueError, OverflowError):
+        best, arg = math.inf, float(orders[-1])
+        for a, r in zip(orders, rdp):
+            if a > 1.01 and math.isfinite(r):
+                v = (a - 1) * (r - epsilon + math.log1p(-1 / a)) - math.log(a)
+                if v < best:
+                    best, arg = v, float(a)
+        return arg
 
 
 def rdp_to_epsilon(orders, rdp, delta: float) -> float:

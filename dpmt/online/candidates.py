@@ -36,12 +36,21 @@ the data-dependent but bounded number of calls, a privacy filter), Algorithm 2 i
 (resuming Algorithm 2 on that batch), replays ``Rep`` for ``A_{m+1}`` on the stored prefix, and
 predicts ``A_{m,t}``. With delays satisfying (Claim 1 and Lemma 11)::
 
-    D_1 ≥ 4K,   D_j ≥ rep_min_D(a, b),   D_{j+1} ≥ 8 D_j + 4K
+    D_1 ≥ 4K,   D_j ≥ rep_min_D(a, b),   D_{j+1} ≥ 4 (K + D_j + W)
 
-the replayed predictions of ``A_{m+1}`` equal the released ones (checked at run time: a
-violation raises), so ``A`` equals the offline ``A_N`` for the same randomness and inherits
-its privacy (Lemma 12): Algorithm 2's ``(ε, δ)`` plus ``N`` times each Rep's ``(a, δ_Rep)``.
-(The paper's ``D_j = 9^j D_0`` with ``D_0 > 4K`` satisfies these conditions.)
+(``W`` the replacements' Mirror window) the replayed predictions of ``A_{m+1}`` equal the
+released ones (checked at run time: a violation raises), so ``A`` equals the offline ``A_N``
+for the same randomness and inherits its privacy (Lemma 12): Algorithm 2's ``(ε, δ)`` plus
+``N`` times each Rep's ``(a, δ_Rep)``.
+
+The paper states the last condition as ``D_{j+1} ≥ 8 D_j + 4K``, from Lemma 11(i) in the form
+``M(A_j) ≤ K + 2D_j``. Its proof gives ``M(A_j) ≤ K + D_j + W``: the output can err where
+``V = h_j`` errs, or on one of the first ``D_j + W`` disagreement rounds (after those the
+Mirror answers ⊤ on every active round, and the acceptance bit is 1 because ``V`` erred on
+fewer than ``K ≤ D_j/4`` of the first ``D_j`` disagreements, so ``c + ξ > 3D_j/4 − D_j/8 >
+D_j/2``). Claim 1's induction needs ``M(A_j) ≤ D_{j+1}/4``, hence the condition above; since
+``D_j ≥ W`` it is implied by the paper's (which :func:`check_delays` applies when ``W`` is not
+given). The paper's ``D_j = 9^j D_0`` with ``D_0 > 4K`` satisfies both.
 """
 
 from __future__ import annotations
@@ -54,10 +63,11 @@ import numpy as np
 from dpmt.errors import ConfigError, DpmtError, check_range
 from dpmt.online.hypotheses import HypothesisClass
 from dpmt.online.mirror import RampDesign, mirror_window
-from dpmt.online.rep import Replacement, acceptance_delta
+from dpmt.online.rep import Replacement, acceptance_delta, check_share
 from dpmt.online.selection import SparseSelection, sparse_selection_privacy
 
 __all__ = ["CandidateParams", "CandidateSequence", "CandidatePredictor", "check_delays",
+           "next_delay",
            "level_thresholds"]
 
 
@@ -188,19 +198,30 @@ class CandidateSequence:
             self.level += 1
 
 
-def check_delays(Ds, K: int, rep_min: int) -> None:
-    """Raise ConfigError unless ``D_1 ≥ 4K``, ``D_j ≥ rep_min``, ``D_{j+1} ≥ 8D_j + 4K``."""
+def next_delay(D: int, K: int, W: int | None = None) -> int:
+    """Smallest ``D_{j+1}`` Claim 1 allows after ``D_j = D``: ``4(K + D + W)`` with the Mirror
+    window ``W`` (see module docstring), or the paper's ``8D + 4K`` when ``W`` is None."""
+    return 4 * (K + D + W) if W is not None else 8 * D + 4 * K
+
+
+def check_delays(Ds, K: int, rep_min: int, W: int | None = None) -> None:
+    """Raise ConfigError unless ``D_1 ≥ 4K``, ``D_j ≥ rep_min`` and
+    ``D_{j+1} ≥`` :func:`next_delay` ``(D_j, K, W)`` (with ``W ≤ rep_min`` when given)."""
     if len(Ds) == 0:
         return
+    if W is not None and W > rep_min:
+        raise ConfigError(f"the Mirror window W={W} exceeds the replacement minimum "
+                          f"{rep_min} (Definition 10 has D >= W)")
     if Ds[0] < 4 * K:
         raise ConfigError(f"D_1={Ds[0]} must be >= 4K={4 * K} (Lemma 11 / Claim 1)")
     for j, D in enumerate(Ds, start=1):
         if D < rep_min:
             raise ConfigError(f"D_{j}={D} is below the replacement's minimum {rep_min} "
                               "(Definition 10)")
-        if j < len(Ds) and Ds[j] < 8 * D + 4 * K:
-            raise ConfigError(f"D_{j + 1}={Ds[j]} must be >= 8 D_{j} + 4K = {8 * D + 4 * K} "
-                              "(Claim 1)")
+        if j < len(Ds) and Ds[j] < next_delay(D, K, W):
+            rule = "8 D_{j} + 4K" if W is None else "4(K + D_{j} + W)"
+            raise ConfigError(f"D_{j + 1}={Ds[j]} must be >= {rule.format(j=j)} = "
+                              f"{next_delay(D, K, W)} (Claim 1)")
 
 
 class CandidatePredictor:
@@ -211,7 +232,9 @@ class CandidatePredictor:
       delays: ``D_1..D_N`` (a list, or a callable ``j -> D_j`` for huge ``N``).
       seed: int or ``SeedSequence``; Algorithm 2 and every replacement get independent
         child streams.
-      design: Mirror ramp for ``(rep_a/2, rep_b/2)`` (default :func:`mirror_window`).
+      design: Mirror ramp for ``(share·rep_a, rep_b/2)`` (default :func:`mirror_window`).
+      share: the Mirror's share of each replacement's ``a`` (default 1/2, Definition 10;
+        see :mod:`dpmt.online.rep`).
       check_claim1: verify that replays reproduce the released predictions.
 
     ``predict(x) -> int`` / ``update(y)``; ``privacy()`` returns Algorithm 2's plus ``N``
@@ -220,11 +243,12 @@ class CandidatePredictor:
 
     def __init__(self, H: HypothesisClass, params: CandidateParams, rep_a: float,
                  rep_b: float, delays, *, seed=0, design: RampDesign | None = None,
-                 check_claim1: bool = True):
+                 check_claim1: bool = True, share: float = 0.5):
         self.H = H
         self.params = params
         self.rep_a = float(rep_a)
         self.rep_b = float(rep_b)
+        self.share = check_share(share)
         self._design = design
         self._delays = delays
         ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
@@ -255,13 +279,13 @@ class CandidatePredictor:
     @property
     def design(self) -> RampDesign:
         if self._design is None:
-            self._design = mirror_window(self.rep_a / 2, self.rep_b / 2)
+            self._design = mirror_window(self.share * self.rep_a, self.rep_b / 2)
         return self._design
 
     def rep_privacy(self, D: int | None = None) -> tuple[float, float]:
         """(ε, δ) of one replacement with delay ``D`` (default ``D_1``, the largest δ)."""
         D = self.delay(1) if D is None else D
-        return self.rep_a, self.design.delta + acceptance_delta(self.rep_a, D)
+        return self.rep_a, self.design.delta + acceptance_delta(self.rep_a, D, self.share)
 
     def privacy(self) -> tuple[float, float]:
         """Algorithm 2's (ε, δ) plus ``N`` replacements' (basic composition)."""
@@ -287,7 +311,7 @@ class CandidatePredictor:
         j = self.m + 1
         rep = Replacement(self.rep_a, self.rep_b, self.delay(j),
                           rng=np.random.default_rng(self._rep_ss.spawn(1)[0]),
-                          design=self.design)
+                          design=self.design, share=self.share)
         t = self.t
         xs, ys, us = self._xs[:t], self._ys[:t], self._preds[:t]
         vs = table[xs]

@@ -96,17 +96,29 @@ def privacy_of(p) -> dict:
 _FAST = (SOA, NameAndShame, AboveThresholdLearner)
 
 
+def _fast_types() -> tuple:
+    """Classes whose whole-stream ``run`` is used (JDPPredictor only when installed)."""
+    try:
+        from dpmt.online.jdp import JDPPredictor
+    except ImportError:
+        return _FAST
+    return _FAST + (JDPPredictor,)
+
+
 def run_predictor(p, xs, ys, progress=None, chunk: int = 50_000) -> int:
     """Feed ``(xs, ys)`` to ``p``; return its mistakes on them.
 
-    Uses the verified whole-stream ``run`` of the module's own classes, in chunks so that
-    ``progress`` (a callable taking a number of rounds, e.g. ``tqdm.update``) can advance;
-    anything else is driven round by round through ``predict``/``update``.
+    Uses the verified whole-stream ``run`` of the module's own classes (SOA, the
+    Name-and-Shame predictor and learner, the AboveThreshold learner and
+    :class:`~dpmt.online.jdp.JDPPredictor`; tests check each against its per-round loop),
+    in chunks so that ``progress`` (a callable taking a number of rounds, e.g.
+    ``tqdm.update``) can advance; anything else is driven round by round through
+    ``predict``/``update``.
     """
     xs = np.asarray(xs)
     ys = np.asarray(ys)
     T = len(xs)
-    if isinstance(p, _FAST):
+    if isinstance(p, _fast_types()):
         total = 0
         for a in range(0, T, chunk):
             total += p.run(xs[a:a + chunk], ys[a:a + chunk])

@@ -129,6 +129,7 @@ class HypothesisClass:
         self._arange = np.arange(self.n_points)
         self._soa_tables: dict[int, np.ndarray] = {}
         self._agree_tables: dict[int, np.ndarray] = {}
+        self._code_tables: dict[int, bytearray] = {}
         self.max_cache = _MAX_CACHE
         if sys.getrecursionlimit() < _MIN_RECURSION_LIMIT:
             sys.setrecursionlimit(_MIN_RECURSION_LIMIT)
@@ -218,6 +219,7 @@ class HypothesisClass:
         self._memo.clear()
         self._soa_tables.clear()
         self._agree_tables.clear()
+        self._code_tables.clear()
 
     def _ldim(self, V: int, cand: np.ndarray | None = None) -> int:
         """Ldim of bitset ``V``. ``cand``: points that may split ``V`` (a superset of them,
@@ -360,6 +362,21 @@ class HypothesisClass:
                 self._soa_tables.clear()
             t = np.full(self.n_points, -1, np.int8)
             self._soa_tables[V] = t
+        return t
+
+    def _code_table(self, V: int) -> bytearray:
+        """Per-point SOA codes for version space ``V``, filled lazily by the caller
+        (:class:`~dpmt.online.soa.SOA`): ``255`` not yet known; ``0``/``1`` every hypothesis
+        in ``V`` gives ``x`` that label (``x`` does not split ``V``); ``2 + ŷ`` ``x`` splits
+        ``V`` and SOA predicts ``ŷ``. Cached per version space (shared by every SOA on this
+        class), so a round whose point was already seen with the same ``V`` costs one
+        ``bytearray`` index instead of two Ldim-memo lookups keyed on big ints."""
+        t = self._code_tables.get(V)
+        if t is None:
+            if len(self._code_tables) > max(64, (1 << 26) // self.n_points):  # ≤ ~64 MB
+                self._code_tables.clear()
+            t = bytearray(b"\xff") * self.n_points
+            self._code_tables[V] = t
         return t
 
     def soa_table(self, vs: int) -> np.ndarray:

@@ -6,10 +6,12 @@
 * ``F``: the Name-and-Shame SOA predictor (Fact 5, :class:`NameAndShame`), retention ``γ``.
 * ``Combine_D`` (Algorithm 4, :class:`Combiner`).
 
-**Budget split (as in the paper) and privacy (Lemmas 10, 12, 13, 14).** With the requested
-``(ε, δ)``: Algorithm 2 gets ``(ε/4, δ/8)``, each of the ``N`` replacements
-``(a, b) = (ε/(4N), δ/(8N))`` (Mirror ``(a/2, b/2)`` plus the acceptance test), ``F``
-``(0, γ = δ/4)``, and the combiner ``(ε/2, δ/2)``. :meth:`JDPPredictor.privacy` recomputes
+**Budget split and privacy (Lemmas 10, 12, 13, 14).** With the requested ``(ε, δ)``, in the
+paper (and the ``theory`` preset): Algorithm 2 gets ``(ε/4, δ/8)``, each of the ``N``
+replacements ``(a, b) = (ε/(4N), δ/(8N))`` (Mirror ``(a/2, b/2)`` plus the acceptance test),
+``F`` ``(0, γ = δ/4)``, and the combiner ``(ε/2, δ/2)``; the ``practical`` preset splits ε
+differently (below) — the proofs compose the parts by basic composition, so any split whose
+parts sum to at most the request is private. :meth:`JDPPredictor.privacy` recomputes
 every term from the sizes actually used — Algorithm 2 by the per-call sensitivity count of
 :class:`CandidateParams`, each replacement as its Mirror ramp's accounted δ plus the exact
 acceptance δ at its smallest delay, ``F`` as ``(0, γ)``, the combiner by Lemma 13's formula
@@ -36,15 +38,27 @@ Algorithm 2 is allocated only when a first batch fills.
 
 ``practical`` — the same mechanisms with sizes chosen for utility; its (ε, δ) is computed,
 never assumed. Defaults (each overridable by keyword: ``N``, ``n``, ``k``, ``levels``,
-``beta``):
+``beta``, ``split``, ``mirror_share``):
 
 * ``N = min(d + 1, 3)`` candidates, ``levels = 1`` (one selection level, ``L = 0``), ``n = 1``;
-* temperature ``ε_s = (ε/4)/(2G)`` with ``G = N(N+1) + 2N(levels−1)``; ``log Γ`` the larger
-  of the privacy floor for ``δ/8`` and the balanced choice; ``k`` the smallest number of
-  groups whose selection failure bound (Fact 3's two properties) is at most
+* the δ split of the paper (Algorithm 2 ``δ/8``, replacements ``δ/8`` in all, ``γ = δ/4``,
+  combiner ``δ/2``); the **ε split** ``(f_cand, f_rep, f_comb)`` of ``ε`` between Algorithm
+  2, the ``N`` replacements and the combiner, and each replacement's Mirror share ``ρ``
+  (:mod:`dpmt.online.rep`), chosen by :func:`practical_split`: a search over a fixed grid
+  minimising ``3(K + D_1 + W) + 2 D_comb``, Theorem C's bound on a stream whose first
+  candidate is accurate. The search sees only ``(ε, δ, |H|, N, n, levels, β)``, so it costs
+  no privacy, and every size below is then derived from the chosen shares;
+* temperature ``ε_s = f_cand ε/(2G)`` with ``G = N(N+1) + 2N(levels−1)``; ``log Γ`` the
+  larger of the privacy floor for ``δ/8`` and the balanced choice; ``k`` the smallest number
+  of groups whose selection failure bound (Fact 3's two properties) is at most
   ``beta = 0.01`` per call; ``K = 2kn``;
-* ``D_1 = max(4K, rep_min_D(a, b))``, ``D_{j+1} = 8D_j + 4K`` (Claim 1's condition);
-* ``D_comb`` = the smallest ``D`` meeting Lemma 13 for ``(ε/2, δ/2)``; ``γ = δ/4``.
+* replacements ``(a, b) = (f_rep ε/N, δ/(8N))``, Mirror ``(ρa, b/2)`` (tempered ramp, exact
+  accounting), acceptance test ``((1−ρ)a, ·)``;
+* ``D_1 = max(4K, rep_min_D)``, ``D_{j+1} = max(4(K + D_j + W), rep_min_D)`` (Claim 1 with
+  Lemma 11(i) in its sharp form, see :mod:`dpmt.online.candidates`);
+* ``D_comb`` = the smallest ``D`` meeting Lemma 13 for ``(f_comb ε, δ/2)``.
+
+With ``split=(0.25, 0.25, 0.5), mirror_share=0.5`` the shares are the paper's.
 
 Per-round cost: a table lookup for ``h_0``, one step per active replacement, one SOA
 prediction for ``F`` and a counter comparison in the combiner; coins are drawn in blocks.
@@ -60,21 +74,76 @@ import math
 import numpy as np
 
 from dpmt.errors import ConfigError, DpmtError, check_range
-from dpmt.online.candidates import CandidateParams, CandidatePredictor, check_delays
+from dpmt.online.candidates import (CandidateParams, CandidatePredictor, check_delays,
+                                    next_delay)
 from dpmt.online.combiner import Combiner, combiner_epsilon, combiner_min_D
 from dpmt.online.hypotheses import HypothesisClass
 from dpmt.online.mirror import mirror_window
 from dpmt.online.name_and_shame import NameAndShame
-from dpmt.online.rep import rep_min_D
+from dpmt.online.rep import acceptance_min_D, check_share, rep_min_D
 from dpmt.online.selection import (balanced_gamma, gamma_for_privacy,
                                    selection_failure_bound)
 
-__all__ = ["JDPPredictor", "PRESETS"]
+__all__ = ["JDPPredictor", "PRESETS", "practical_split"]
 
 PRESETS = ("practical", "theory")
 _SAFE = 1.0 - 1e-9
 # theory-preset constants (stated in the module docstring)
 C0, C1, C_D, C_COMB = 1, 1, 64, 1024
+
+
+#: ε fractions searched by :func:`practical_split` (candidates, replacements; the combiner
+#: gets the rest) and the Mirror shares ρ of each replacement's ``a``.
+SPLIT_GRID = tuple(i / 20 for i in range(1, 19))
+SHARE_GRID = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+
+
+def _window_estimate(a: float, b: float) -> float:
+    """Rough Mirror window ``ln²(2/b)/a²`` (within ~15% of the tempered ramp's accounted
+    window for the sizes used here); ranks splits only, never used for privacy."""
+    return math.log(2.0 / b) ** 2 / (a * a)
+
+
+def practical_split(eps: float, dl: float, s: int, N: int, n: int = 1, levels: int = 1,
+                    beta: float = 0.01, k: int | None = None, split=None,
+                    share: float | None = None) -> tuple[tuple[float, float, float], float]:
+    """The practical preset's ε split ``(f_cand, f_rep, f_comb)`` and Mirror share ``ρ``.
+
+    A grid search (:data:`SPLIT_GRID`, :data:`SHARE_GRID`) minimising Theorem C's mistake
+    bound on a stream whose first candidate is accurate, ``3 (K + D_1 + W) + 2 D_comb``
+    (Lemma 11(i) in its sharp form ``M(A_1) ≤ K + D_1 + W`` and Lemma 13's
+    ``E M ≤ 3 min(M(A), M(F)) + 2D``), with ``K`` from the selection's reliability, ``W``
+    from :func:`_window_estimate` and ``D_comb`` from Lemma 13's condition. It depends only on
+    ``(ε, δ, |H|, N, n, levels, β)`` — public quantities — so any choice is private; the
+    predictor's ``privacy()`` is then computed from the sizes actually built. ``split`` and
+    ``share`` fix either part (``k`` fixes ``K = 2kn``).
+    """
+    G = N * (N + 1) + 2 * N * (levels - 1)
+    fixed = split is not None
+    grid = [tuple(float(f) for f in split)] if fixed else [
+        (fc, fr, round(1.0 - fc - fr, 10)) for fc in SPLIT_GRID for fr in SPLIT_GRID
+        if round(1.0 - fc - fr, 10) >= SPLIT_GRID[0]]
+    shares = (share,) if share is not None else SHARE_GRID
+    if fixed and share is not None:
+        return grid[0], float(share)
+    Ks, Dcs = {}, {}
+    b = dl / 8.0 / N
+    best = None
+    for fc, fr, fm in grid:
+        if fc not in Ks:
+            Ks[fc] = 2 * n * (k if k is not None else
+                              _practical_k(eps * fc / (2.0 * G), s, dl / 8.0, G, N, beta)[0])
+        if fm not in Dcs:
+            Dcs[fm] = combiner_min_D(eps * fm, dl / 2.0)
+        K, Dc = Ks[fc], Dcs[fm]
+        a = eps * fr / N
+        for rho in shares:
+            W = _window_estimate(rho * a, b / 2.0)
+            D1 = max(4 * K, W, acceptance_min_D(a, b / 2.0, rho))
+            v = 3.0 * (K + D1 + W) + 2.0 * Dc
+            if best is None or v < best[0]:
+                best = (v, (fc, fr, fm), rho)
+    return best[1], float(best[2])
 
 
 def _practical_k(eps_sel: float, s: int, delta_sel: float, G: int, N: int, beta: float):
@@ -127,7 +196,7 @@ class JDPPredictor:
             raise ConfigError("epsilon must be finite")
         if preset not in PRESETS:
             raise ConfigError(f"preset must be one of {PRESETS} (got {preset!r})")
-        allowed = {"N", "n", "k", "levels", "beta"}
+        allowed = {"N", "n", "k", "levels", "beta", "split", "mirror_share"}
         extra = set(overrides) - allowed
         if extra:
             raise ConfigError(f"unknown JDPPredictor option(s) {sorted(extra)}; "
@@ -152,7 +221,7 @@ class JDPPredictor:
                                     else seed.entropy)
         sa, sf, sc = ss.spawn(3)
         self.A = CandidatePredictor(H, self.params, self.rep_a, self.rep_b, self._delays,
-                                    seed=sa, design=self.design)
+                                    seed=sa, design=self.design, share=self.mirror_share)
         self.F = NameAndShame(H, self.gamma, seed=np.random.default_rng(sf))
         self.combiner = Combiner(self.D_comb, self._comb_eps, self._comb_delta,
                                  rng=np.random.default_rng(sc))
@@ -169,6 +238,8 @@ class JDPPredictor:
     def _common_tail(self, eps: float, dl: float) -> None:
         self.gamma = dl / 4.0
         self._comb_eps, self._comb_delta = eps / 2.0, dl / 2.0
+        self.split = (0.25, 0.25, 0.5)
+        self.mirror_share = 0.5
 
     def _build_practical(self, eps: float, dl: float, ov: dict) -> None:
         d = self.d
@@ -181,13 +252,32 @@ class JDPPredictor:
         check_range("levels", levels, low=1, high=d + 1, integer=True)
         check_range("n", n, low=1, integer=True)
         check_range("beta", beta, low=0, high=1, low_open=True, high_open=True)
+        k_ov = None
+        if "k" in ov:
+            k_ov = int(ov["k"])
+            check_range("k", k_ov, low=1, integer=True)
+        split = ov.get("split")
+        if split is not None:
+            try:
+                split = tuple(float(f) for f in split)
+            except (TypeError, ValueError):
+                raise ConfigError(f"split must be three fractions (got {split!r})") from None
+            if len(split) != 3 or not all(0 < f < 1 for f in split) or sum(split) > 1 + 1e-12:
+                raise ConfigError("split must be three fractions in (0, 1) (candidates, "
+                                  f"replacements, combiner) summing to at most 1 (got {split})")
+        share = ov.get("mirror_share")
+        if share is not None:
+            share = check_share(share)
+        (f_cand, f_rep, f_comb), share = practical_split(
+            eps, dl, s, N, n, levels, beta, k=k_ov, split=split, share=share)
+        self.split = (f_cand, f_rep, f_comb)
+        self.mirror_share = share
         G = N * (N + 1) + 2 * N * (levels - 1)
-        eps_sel = (eps / 4.0) / (2.0 * G)
+        eps_sel = (eps * f_cand) / (2.0 * G)
         delta_sel = dl / 8.0
         k_auto, lg = _practical_k(eps_sel, s, delta_sel, G, N, beta)
-        if "k" in ov:
-            k = int(ov["k"])
-            check_range("k", k, low=1, integer=True)
+        if k_ov is not None:
+            k = k_ov
             floor = math.log(G) + math.log(s) + 2 * N * eps_sel - math.log(delta_sel)
             floor = max(floor, gamma_for_privacy(eps_sel, s, 1.0, 2 * N))
             lg = max(floor, balanced_gamma(eps_sel, k, s))
@@ -196,16 +286,18 @@ class JDPPredictor:
         K = 2 * k * n
         self.params = CandidateParams(k=k, n=n, K=K, N=N, levels=levels, eps_sel=eps_sel,
                                       log_gamma=lg, s=s, d=d)
-        self.rep_a = (eps / 4.0) / N
+        self.rep_a = (eps * f_rep) / N
         self.rep_b = (dl / 8.0) / N
-        self.design = mirror_window(self.rep_a / 2.0, self.rep_b / 2.0)
-        self.rep_min = rep_min_D(self.rep_a, self.rep_b, self.design)
+        self.design = mirror_window(share * self.rep_a, self.rep_b / 2.0)
+        self.rep_min = rep_min_D(self.rep_a, self.rep_b, self.design, share)
+        W = int(self.design.W)
         Ds = [max(4 * K, self.rep_min)]
         for _ in range(N - 1):
-            Ds.append(8 * Ds[-1] + 4 * K)
-        check_delays(Ds, K, self.rep_min)
+            Ds.append(max(next_delay(Ds[-1], K, W), self.rep_min))
+        check_delays(Ds, K, self.rep_min, W)
         self._delays = Ds
-        self._common_tail(eps, dl)
+        self.gamma = dl / 4.0
+        self._comb_eps, self._comb_delta = eps * f_comb, dl / 2.0
         self.D_comb = combiner_min_D(self._comb_eps, self._comb_delta)
         self.selection_failure = selection_failure_bound(eps_sel, lg, k, s)
 
@@ -258,9 +350,12 @@ class JDPPredictor:
         return {"preset": self.preset, "d": self.d, "|H|": self.H.n_hypotheses,
                 "N": p.N, "k": p.k, "n": p.n, "K": p.K, "levels": p.levels,
                 "selection_temperature": p.eps_sel, "log_Gamma": p.log_gamma,
+                "split": self.split, "mirror_share": self.mirror_share,
                 "rep_a": self.rep_a, "rep_b": self.rep_b, "mirror_W": self.design.W,
                 "mirror_method": self.design.method, "rep_min_D": self.rep_min,
-                "D_1": self.A.delay(1), "D_comb": self.D_comb, "gamma": self.gamma,
+                "D_1": self.A.delay(1),
+                "D": ([self.A.delay(j) for j in range(1, p.N + 1)] if p.N <= 16 else None),
+                "D_comb": self.D_comb, "gamma": self.gamma,
                 "selection_failure_bound": self.selection_failure}
 
     def components(self) -> dict:

@@ -71,7 +71,9 @@ TEMPERED = (0.25, 10.0, 0.25)
 LOGISTIC_ENDPOINT = 0.25
 #: largest windows searched with PLD (RDP window) and RDP (analytic window) accounting.
 PLD_MAX_W = 600
-RDP_MAX_W = 60_000
+RDP_MAX_W = 250_000
+#: above this window the RDP search runs on the orders near the optimal one (see _search)
+SUBORDER_MIN_W = 5000
 _COIN_BLOCK = 1024
 
 
@@ -132,13 +134,31 @@ class RampDesign:
         return q[:-1], q[1:]
 
 
-def _delta_explicit(p: np.ndarray, a: float, method: str) -> float:
+def _delta_explicit(p: np.ndarray, a: float, method: str, orders=None) -> float:
     q = np.concatenate([[0.0], p, [1.0]])
     if method == "pld":
         # the upward rounding bias of the PLD is <= (#blocks) * h; keep it below 2% of a
         h = min(1e-3, 0.02 * a * 8 / len(q))
         return acc.bernoulli_product_delta(q[:-1], q[1:], a, discretization=h, block=8)
-    return acc.bernoulli_product_rdp_delta(q[:-1], q[1:], a)
+    return acc.bernoulli_product_rdp_delta(q[:-1], q[1:], a,
+                                           acc.RDP_ORDERS if orders is None else orders)
+
+
+def _near_orders(p: np.ndarray, a: float) -> np.ndarray:
+    """The Rényi orders of :data:`~dpmt.online.accounting.RDP_ORDERS` within a factor 4 of the
+    optimal conversion order for ramp ``p`` at ``ε = a`` (both directions). Any subset of
+    orders gives a valid (possibly looser) δ bound, so a search on them stays private."""
+    q = np.concatenate([[0.0], p, [1.0]])
+    r_pq, _, r_qp, _ = acc.bernoulli_product_rdp(q[:-1], q[1:], acc.RDP_ORDERS)
+    best = []
+    for r in (r_pq, r_qp):
+        if np.any(r > 0):
+            best.append(acc.rdp_to_order(acc.RDP_ORDERS, r, a))
+    if not best:
+        return acc.RDP_ORDERS
+    lo, hi = max(1.0, min(best) / 4.0), max(best) * 4.0
+    sub = acc.RDP_ORDERS[(acc.RDP_ORDERS >= lo) & (acc.RDP_ORDERS <= hi)]
+    return sub if sub.size >= 4 else acc.RDP_ORDERS
 
 
 def _analytic_delta(W: int, e: float, a: float) -> float:
@@ -183,14 +203,27 @@ def _search(a: float, b: float, make, method: str, start: int) -> tuple[int, flo
     0.5% above 5000).
 
     The returned W is one whose δ was computed and found ≤ b (the privacy guarantee never
-    relies on monotonicity of δ in W; only the minimality does)."""
+    relies on monotonicity of δ in W; only the minimality does). For RDP searches from
+    ``start > SUBORDER_MIN_W`` the δ's are computed on the orders near the optimal one
+    (:func:`_near_orders`, 3–4× faster), and the δ returned for the final W is the smaller of
+    that bound and the bound on all orders (both are valid upper bounds)."""
     cache = {}
+    orders = None
+    if method == "rdp" and start > SUBORDER_MIN_W:
+        orders = _near_orders(make(max(2, int(start))), a)
 
     def ok(W):
         if W not in cache:
-            cache[W] = _delta_explicit(make(W), a, method)
+            cache[W] = _delta_explicit(make(W), a, method, orders)
         return cache[W] <= b
 
+    W, d = _search_loop(ok, cache, start)
+    if orders is not None:
+        d = min(d, _delta_explicit(make(W), a, method))
+    return W, d
+
+
+def _search_loop(ok, cache, start: int) -> tuple[int, float]:
     hi = max(2, int(start))
     if ok(hi):
         lo = hi

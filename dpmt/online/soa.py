@@ -121,41 +121,55 @@ class SOA:
         self._m1 = H._m1
         self._n = H.n_points
         self._x = None
-        self._v1 = 0
-        self._yhat = 0
+        self._c = 0      # code of the last prediction (see HypothesisClass._code_table)
+        self._tV = None  # version space whose code table is self._tab
+        self._tab = None
 
     def predict(self, x: int) -> int:
+        V = self.version_space
+        if V is not self._tV:  # a new version space: fetch its (shared) code table
+            self._tab = self.H._code_table(V)
+            self._tV = V
         try:
             if not 0 <= x < self._n:
                 raise ConfigError(f"point must be in [0, {self._n - 1}] (got {x!r})")
-            V = self.version_space
-            v1 = V & self._m1[x]
+            c = self._tab[x]
         except TypeError:
             raise ConfigError(f"point must be an integer index (got {x!r})") from None
-        if v1 == 0:
-            y = 0
-        elif v1 == V:
-            y = 1
-        else:
-            y = self.H._soa_split(V, v1)
+        if c == 255:  # first query of x for this V: the Ldim comparison, then cached
+            v1 = V & self._m1[x]
+            if v1 == 0:
+                c = 0
+            elif v1 == V:
+                c = 1
+            else:
+                c = 2 + self.H._soa_split(V, v1)
+            self._tab[x] = c
         self._x = x
-        self._v1 = v1
-        self._yhat = y
-        return y
+        self._c = c
+        return c & 1
 
     def update(self, y: int) -> None:
-        if self._x is None:
+        x = self._x
+        if x is None:
             raise DpmtError("SOA.update called without a preceding predict(x)")
+        c = self._c
+        if y == c:  # x does not split V and the label agrees: correct, V unchanged
+            self.rounds += 1
+            self._x = None
+            return
         if y != 0 and y != 1:
             raise ConfigError(f"label must be 0 or 1 (got {y!r})")
-        if y != self._yhat:
+        y = 1 if y else 0
+        if y != c & 1:
             self.mistakes += 1
         V = self.version_space
-        new = self._v1 if y else V ^ self._v1
+        # x splits V: restrict; otherwise the label contradicts every hypothesis in V
+        new = V & self.H._masks[y][x] if c >= 2 else 0
         if new == 0:
             self.restarts += 1
             if self.on_empty == "restart":
-                new = self.H.full() & self.H._masks[int(y)][self._x]
+                new = self.H.full() & self.H._masks[y][x]
                 if new == 0:
                     new = self.H.full()
             else:

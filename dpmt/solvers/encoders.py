@@ -79,8 +79,9 @@ class MLPEncoder(nn.Module):
 
 
 def init_encoder(encoder: nn.Module, key: jax.Array) -> Any:
-    """Initial parameters of ``encoder`` (a flax variables dict)."""
-    return encoder.init(key, jnp.zeros((1,), jnp.int32))
+    """Initial parameters of ``encoder`` (a flax variables dict); jitted, because eager flax
+    initialisation dispatches (and compiles) every random op separately."""
+    return jax.jit(encoder.init)(key, jnp.zeros((1,), jnp.int32))
 
 
 def embedding_params(V: jax.Array) -> dict:

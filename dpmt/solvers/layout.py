@@ -37,14 +37,18 @@ package (a Python side effect inside the traced functions) so tests can check th
 iteration does not recompile.
 
 Padding overhead (padded slots / nnz, chunk padding included), measured on ML-100K-like
-synthetic data (943 users, 1682 items, ~100k ratings; item popularity Zipf with exponent 1,
-user activity log-normal; ``tests/test_layout.py::zipf_ratings``): with ``growth=2`` (default)
-1.40 for the task (item) layout and 1.40 for the user layout, 8 and 9 buckets; with
-``growth=1.5`` 1.21 / 1.21 with 13 / 16 buckets; ``growth=1.25`` 1.10 with 25-30 buckets. The
-same holds at 1M ratings (6040 users, 3706 items): 1.42 / 1.42 and 1.22 / 1.22. Padding costs
-FLOPs in the batched products only; every bucket is one more kernel instance to compile
-(≈ 0.1 s for statistics, ≈ 1 s for the user step's Cholesky solves on CPU), which is why the
-default is powers of two.
+synthetic data (943 users, 1682 items, 99.7k ratings; item popularity Zipf with exponent 1,
+user activity log-normal; ``tests/test_layout.py::zipf_ratings``):
+
+    growth   task (item) layout     user layout
+    2.0      1.41  (8 buckets)      1.40  (9 buckets)     <- default
+    1.5      1.21  (14)             1.22  (16)
+    1.25     1.10  (26)             1.11  (30)
+
+and the same at 1M ratings (6040 users, 3706 items): 1.41 / 1.42 with growth 2, 1.22 / 1.22
+with 1.5. Padding costs FLOPs in the batched products only; every bucket is one more kernel
+instance to compile (≈ 0.1 s for the statistics, ≈ 1 s for the user step's batched Cholesky
+solves on CPU), which is why the default is powers of two.
 """
 
 from __future__ import annotations
@@ -83,7 +87,7 @@ def trace_count(name: str | None = None) -> int | dict[str, int]:
 
 
 # -- the layout ----------------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class Bucket:
     """One bucket of rows of (nearly) equal length, split into equal chunks.
 
@@ -131,7 +135,7 @@ jax.tree_util.register_dataclass(Bucket, data_fields=["rows", "cols", "pos", "va
                                  meta_fields=[])
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class Layout:
     """A sparse ``n_rows × n_cols`` matrix as padded buckets of rows (a jax pytree).
 

@@ -189,3 +189,34 @@ def test_million_rounds_run_equals_loop():
         a, b = NameAndShame(H, gamma, seed=1), NameAndShame(H, gamma, seed=1)
         _, la = run_loop(a, st.xs, st.ys)
         assert np.array_equal(la, b.run(st.xs, st.ys, return_mistakes=True))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_per_round_outputs_match_reference(seed):
+    """Per-round predictions equal SOA of the retained sample computed from scratch (Ldim of
+    both restrictions), with the same retention coins (geometric gaps from the same seed)."""
+    rng = np.random.default_rng(seed)
+    H = thresholds(int(rng.integers(4, 120)))
+    gamma = [0.5, 0.1, 0.02][seed % 3]
+    T = 1500
+    if seed % 2:
+        xs, ys = rng.integers(0, H.n_points, T), rng.integers(0, 2, T)
+    else:
+        st = threshold_stream(H.n_points, T, seed=seed); xs, ys = st.xs, st.ys
+    p = NameAndShame(H, gamma, seed=seed)
+    coins = np.random.default_rng(seed)
+    gap = int(coins.geometric(gamma))
+    R = H.full()
+    mistakes = 0
+    for x, y in zip(xs.tolist(), ys.tolist()):
+        v1 = H.restrict(R, x, 1)
+        want = int(H.ldim(v1) > H.ldim(R ^ v1))
+        assert p.predict(x) == want
+        p.update(y)
+        mistakes += want != y
+        gap -= 1
+        if gap == 0:  # retained: restrict (restart policy on an empty retained sample)
+            R = H.restrict(R, x, y) or (H.restrict(H.full(), x, y) or H.full())
+            gap = int(coins.geometric(gamma))
+        assert p.version_space == R
+    assert p.mistakes == mistakes

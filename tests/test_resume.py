@@ -1,0 +1,68 @@
+"""A killed training run resumes to the same model, charging nothing twice."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+DATASET = "synthetic:users=300,items=100,interactions=6000,seed=3"
+ARGS = ["train", "--dataset", DATASET, "--dim", "4", "--iterations", "6", "--budget", "10",
+        "--epsilon", "3", "--quiet"]
+
+
+def _dpmt(args, **kw):
+    return subprocess.run([sys.executable, "-m", "dpmt.cli", *args], capture_output=True,
+                          text=True, timeout=600, **kw)
+
+
+@pytest.mark.timeout(900)
+def test_kill_mid_run_then_resume_matches_uninterrupted(tmp_path):
+    ref = tmp_path / "ref"
+    r = _dpmt([*ARGS, "--out", str(ref)])
+    assert r.returncode == 0, r.stderr
+
+    run = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "-m", "dpmt.cli", *ARGS, "--out", str(run)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    ckpt = run / "checkpoint.npz"
+    deadline = time.time() + 500
+    killed_at = None
+    while time.time() < deadline and proc.poll() is None:
+        if ckpt.exists():
+            it = int(np.load(ckpt)["iteration"])
+            if 1 <= it < 6:
+                proc.send_signal(signal.SIGKILL)
+                killed_at = it
+                break
+        time.sleep(0.05)
+    proc.wait()
+    if killed_at is None:
+        pytest.skip("the run finished before it could be killed mid-way (machine too fast)")
+    # a killed run leaves no complete-looking outputs and no partial files
+    assert not (run / "metrics.json").exists()
+    assert not (run / "item_embeddings.npz").exists()
+    assert not [p for p in run.iterdir() if ".tmp" in p.name]
+
+    r = _dpmt(["train", "--resume", str(run), "--quiet"])
+    assert r.returncode == 0, r.stderr
+    a = np.load(ref / "item_embeddings.npz")["V"]
+    b = np.load(run / "item_embeddings.npz")["V"]
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    led_a = json.loads((ref / "ledger.json").read_text())
+    led_b = json.loads((run / "ledger.json").read_text())
+    assert [x["name"] for x in led_b["releases"]] == [x["name"] for x in led_a["releases"]]
+    assert led_b["epsilon"] == pytest.approx(led_a["epsilon"])
+    assert led_b["epsilon"] <= 3.0 * (1 + 1e-6)
+
+
+def test_resume_without_run_dir_is_a_clear_error(tmp_path, capsys):
+    from dpmt.cli import main
+
+    assert main(["train", "--resume", str(tmp_path / "nothing")]) == 2
+    assert "no config.json" in capsys.readouterr().err
