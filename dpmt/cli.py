@@ -8,6 +8,7 @@ message and exits with status 2; no traceback from inside numpy or JAX.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 
@@ -17,12 +18,26 @@ PRIVACY_UNIT_HELP = ("Privacy unit: one user (add/remove-one) — everything a u
                      "protected together.")
 
 
+def _number(name, s, allowed=""):
+    """Parse a finite float; messages say what was given and what is allowed."""
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{name} must be a number{' ' + allowed if allowed else ''} "
+            f"(invalid float value: {s!r})") from None
+    if math.isnan(v):
+        raise argparse.ArgumentTypeError(
+            f"{name} must be a number{' ' + allowed if allowed else ''}, not NaN (got {s})")
+    if math.isinf(v):
+        raise argparse.ArgumentTypeError(
+            f"{name} must be a finite number{' ' + allowed if allowed else ''} (got {s})")
+    return v
+
+
 def _positive_float(name):
     def parse(s):
-        try:
-            v = float(s)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number (got {s!r})") from None
+        v = _number(name, s, "> 0")
         if not v > 0:
             raise argparse.ArgumentTypeError(f"{name} must be > 0 (got {s})")
         return v
@@ -31,22 +46,20 @@ def _positive_float(name):
 
 def _nonneg_float(name):
     def parse(s):
-        try:
-            v = float(s)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number (got {s!r})") from None
+        v = _number(name, s, ">= 0")
         if not v >= 0:
             raise argparse.ArgumentTypeError(f"{name} must be >= 0 (got {s})")
         return v
     return parse
 
 
+def _finite_float(name):
+    return lambda s: _number(name, s)
+
+
 def _unit_interval(name):
     def parse(s):
-        try:
-            v = float(s)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number (got {s!r})") from None
+        v = _number(name, s, "in (0, 1)")
         if not 0 < v < 1:
             raise argparse.ArgumentTypeError(f"{name} must be in (0, 1) (got {s})")
         return v
@@ -81,7 +94,8 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
                         "Liang et al. 2018 (default: %(default)s)")
     g.add_argument("--heldout-users", type=_positive_int("--heldout-users"),
                    default=d.heldout_users, help="validation and test users for heldout-users")
-    g.add_argument("--positive-threshold", type=float, default=d.positive_threshold,
+    g.add_argument("--positive-threshold", type=_finite_float("--positive-threshold"),
+                   default=d.positive_threshold,
                    help="ratings above this are positives (default: %(default)s, i.e. >= 4)")
     g = p.add_argument_group("model")
     g.add_argument("--dim", type=_positive_int("--dim"), default=d.dim, help="embedding dim d")
@@ -259,6 +273,16 @@ def build_parser() -> argparse.ArgumentParser:
         s.set_defaults(func=online_cli.run)
     except ImportError as e:  # pragma: no cover - only while the online module is missing
         s.set_defaults(func=lambda a: (print(f"dpmt stream unavailable: {e}", file=sys.stderr), 2)[1])
+
+    try:
+        from dpmt import bench as bench_mod
+    except ImportError:  # pragma: no cover
+        bench_mod = None
+    if bench_mod is not None:
+        b = sub.add_parser("bench", help="benchmarks: item/user/GD steps, FLOP/s against the "
+                                         "measured matmul peak, peak memory")
+        bench_mod.add_arguments(b)
+        b.set_defaults(func=bench_mod.run)
 
     d = sub.add_parser("demo", help="the README's first command: fetch ML-100K, train the "
                                     "baselines and DP uniform/adaptive, print the head/tail table")

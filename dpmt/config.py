@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from typing import Any
 
 from dpmt.errors import ConfigError, check_range
@@ -103,6 +104,10 @@ class TrainConfig:
     seed: int = 0
 
     def __post_init__(self):
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, float) and not math.isfinite(v):
+                raise ConfigError(f"{f.name} must be a finite number (got {v})")
         for name, allowed in [("solver", SOLVERS), ("weights", WEIGHTS), ("split", SPLITS),
                               ("encoder", ENCODERS), ("accountant", ACCOUNTANTS),
                               ("gd_optimizer", ("sgd", "adam"))]:

@@ -512,6 +512,8 @@ def run(cfg: TrainConfig, out_dir: str | os.PathLike | None = None, progress: bo
     """Load data, train, evaluate, and write the run directory (all files atomically):
     ``config.json``, ``ledger.json``, ``metrics.json``, ``item_embeddings.npz``, ``train.log``.
     """
+    if cfg.private:  # refuse an unmeetable budget before any data is read or written
+        calibrate(plan_releases(cfg), cfg.epsilon, cfg.delta, cfg.accountant)
     split = prepare_data(cfg, progress=progress)
     features = None
     if cfg.encoder == "mlp":

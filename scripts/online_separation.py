@@ -2,7 +2,13 @@
 """Mistakes vs horizon T for private online learners and predictors (Sanyal 2026).
 
 Thin wrapper around :func:`dpmt.online.experiments.main`; see ``--help``.
-``python scripts/online_separation.py --quick`` runs the small version.
+``python scripts/online_separation.py --quick`` runs the small version; the run of
+``docs/online.md`` (about 2–3 minutes on 2 shared cores)::
+
+    python scripts/online_separation.py --reps 20 --epsilons 1,8 --delta 1e-6 \
+        --workers 2 --out runs/online_separation
+
+``--bench`` measures SOA / Name-and-Shame / JDP throughput on 1,024 thresholds.
 """
 
 import sys

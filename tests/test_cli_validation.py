@@ -4,8 +4,10 @@ what is allowed; unknown datasets list the known names; unmeetable budgets are r
 
 No test here trains anything: a tripwire replaces the entry points of training, the grid,
 the stream and the downloader, so a validation that happens too late fails the test
-("training started") instead of running for minutes. Known gaps in code outside this file
-are pinned by ``xfail(strict=True)`` cases (see their reasons).
+the stream and the downloader, so a validation that happens too late fails the test
+("training started") instead of running for minutes.
+
+
 """
 
 import importlib
@@ -174,16 +176,12 @@ def test_stream_rejects_out_of_range(flag, bad, allowed, tripwires, capsys):
         _check_message(err, flag, bad, allowed)
 
 
-# -- non-finite values: accepted today, so they reach training ------------------------------
-_INF_REASON = ("BUG dpmt/cli.py + dpmt/config.py: {flag} accepts 'inf' (argparse's float and "
-               "check_range without an upper bound); the run starts and fails later (ε=inf: "
-               "dp_accounting's NoBracketIntervalFoundError escapes as a traceback)")
+# -- non-finite values are refused before anything runs ----------------------------------------
+
 
 
 @pytest.mark.parametrize("flag", [
-    pytest.param(f, marks=pytest.mark.xfail(strict=True, raises=Tripwire,
-                                            reason=_INF_REASON.format(flag=f)))
-    for f in ["--epsilon", "--reg", "--user-clip", "--budget", "--gd-clip",
+    f for f in ["--epsilon", "--reg", "--user-clip", "--budget", "--gd-clip",
               "--gd-learning-rate", "--count-noise", "--mu", "--gamma", "--gravity",
               "--positive-threshold"]])
 def test_train_rejects_infinity(flag, tripwires, capsys):
@@ -192,16 +190,11 @@ def test_train_rejects_infinity(flag, tripwires, capsys):
     assert rc == 2 and "inf" in err and "finite" in err, err
 
 
-@pytest.mark.xfail(strict=True, raises=Tripwire,
-                   reason=_INF_REASON.format(flag="compare --epsilons"))
 def test_compare_rejects_infinite_epsilon(tripwires, capsys):
     rc = cli(["compare", "--epsilons", "inf", "--quiet"])
     assert rc == 2 and "finite" in capsys.readouterr().err
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="BUG dpmt/privacy/calibration.py: calibrate(plan, epsilon=inf) lets "
-                          "dp_accounting's NoBracketIntervalFoundError escape (not a DpmtError)")
 def test_calibrate_rejects_infinite_epsilon():
     from dpmt.errors import DpmtError
     from dpmt.privacy import PlannedRelease, calibrate
@@ -249,10 +242,6 @@ def test_compare_refuses_unmeetable_budget(tiny_csv, no_training, capsys, tmp_pa
     assert not (tmp_path / "cmp").exists()
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="BUG dpmt/training.py run(): the data is loaded and "
-                          "<out>/config.json written before fit() calibrates, so a refused "
-                          "budget still leaves a run directory behind")
 def test_unmeetable_budget_creates_no_run_directory(tiny_csv, no_training, capsys, tmp_path):
     out = tmp_path / "run"
     rc = cli(["train", "--dataset", str(tiny_csv), "--count-noise", "0.3", "--epsilon", "0.5",
@@ -261,11 +250,6 @@ def test_unmeetable_budget_creates_no_run_directory(tiny_csv, no_training, capsy
     assert not out.exists() or list(out.iterdir()) == [], sorted(p.name for p in out.iterdir())
 
 
-@pytest.mark.xfail(strict=True, raises=Tripwire,
-                   reason="BUG dpmt/training.py run(): the budget is checked inside fit(), "
-                          "after the dataset is loaded and split; plan_releases/calibrate need "
-                          "only the config, so an unmeetable budget could fail before any data "
-                          "is read")
 def test_unmeetable_budget_fails_before_loading_data(monkeypatch, tiny_csv, capsys, tmp_path):
     training = importlib.import_module("dpmt.training")
     monkeypatch.setattr(training, "prepare_data", _trip("prepare_data"))
@@ -274,11 +258,6 @@ def test_unmeetable_budget_fails_before_loading_data(monkeypatch, tiny_csv, caps
     assert rc == 2
 
 
-@pytest.mark.xfail(strict=True, raises=Tripwire,
-                   reason="BUG dpmt/reports.py run_grid(): compare runs the grid point by point "
-                          "and each point calibrates only when reached: the baselines "
-                          "(non-private ALS) and the uniform point (no counts) train before "
-                          "the tail/adaptive points' unmeetable budget is refused")
 def test_compare_refuses_unmeetable_budget_before_training(tiny_csv, no_training, capsys,
                                                            tmp_path):
     rc = cli(["compare", "--dataset", str(tiny_csv), "--count-noise", "0.3", "--epsilons",
@@ -286,10 +265,6 @@ def test_compare_refuses_unmeetable_budget_before_training(tiny_csv, no_training
     assert rc == 2
 
 
-@pytest.mark.xfail(strict=True, raises=Tripwire,
-                   reason="BUG dpmt/reports.py: compare validates each seed only when its turn "
-                          "comes in run_grid, so `--seeds 0 -1` trains the whole grid for seed "
-                          "0 before rejecting -1")
 def test_compare_validates_every_seed_before_training(tiny_csv, no_training, capsys,
                                                       tmp_path):
     rc = cli(["compare", "--dataset", str(tiny_csv), "--seeds", "0", "-1",

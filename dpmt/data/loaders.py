@@ -34,6 +34,7 @@ Dense indices follow sorted raw ids (as :meth:`Ratings.from_raw`).
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import io
 import math
 import os
@@ -275,6 +276,11 @@ def _fast_parse(data: bytes, lay: _Layout) -> dict[str, np.ndarray]:
         for key, c in lay.cols.items():
             start = line_start if c == 0 else seps[:, c - 1] + 1
             end = nl if c == k else seps[:, c]
+            if lay.token and key in ("user", "item"):
+                # RecBole tokens are strings: '007' and '7' are different ids, so only
+                # canonical integers (no leading zero) may be read as numbers here.
+                if np.any((buf[start] == 48) & (end - start > 1)):
+                    raise _GiveUp
             allow_dot = key == "rating" or (key == "timestamp" and lay.float_time)
             vals = _parse_column(buf, start, end, allow_dot)
             out[key][row:row + n] = np.rint(vals) if out[key].dtype.kind == "i" else vals
@@ -294,6 +300,67 @@ def _fast_parse(data: bytes, lay: _Layout) -> dict[str, np.ndarray]:
 # Slow reference parser (first bad line, or the values when every line is fine)
 # ----------------------------------------------------------------------------------------
 _INT_RE = re.compile(r"^[0-9]+$")
+# A non-negative integer written the one way str(int) writes it (no sign, no leading zero).
+_CANON_INT_RE = re.compile(r"^(?:0|[1-9][0-9]*)$")
+_INT64_MAX = (1 << 63) - 1
+_ASCII_WS = " \t\n\r\x0b\x0c"
+
+
+def _canonical_int_ids(vals) -> bool:
+    """True when every text id is a canonical non-negative integer below 2**63, i.e. when
+    converting them to int64 keeps distinct ids distinct and loses nothing."""
+    return all(_CANON_INT_RE.match(v) and (len(v) < 19 or int(v) <= _INT64_MAX)
+               for v in vals)
+
+
+def _token_problem(t: str) -> str | None:
+    """Why text id ``t`` cannot be kept exactly, or None."""
+    try:
+        t.encode("utf-8")
+    except UnicodeEncodeError:                            # surrogate-escaped raw bytes
+        return (f"{t!r} is not valid UTF-8; re-encode the file as UTF-8 (invalid bytes "
+                f"would make distinct ids indistinguishable)")
+    if "\x00" in t:
+        return f"{t!r} contains a NUL character"
+    return None
+
+
+def _parse_timestamp(f: str, lay: "_Layout", where: str) -> int:
+    """Exact int64 timestamp from field ``f`` or DataError ``where: ...``.
+
+    Integers are read exactly (no float rounding above 2**53); other numbers (``1e9``,
+    ``1.5`` in a RecBole ``timestamp:float`` column) are read as exact decimals and rounded
+    half to even. Values outside int64 are rejected.
+    """
+    if _INT_RE.match(f):
+        v = int(f)
+    else:
+        try:
+            d = decimal.Decimal(f)
+        except (decimal.InvalidOperation, ValueError, TypeError):
+            try:
+                float(f)
+            except ValueError:
+                raise DataError(f"{where}: timestamp {f!r} is not a number") from None
+            raise DataError(f"{where}: timestamp {f!r} has an exponent too large to be "
+                            f"a timestamp") from None             # e.g. 1e99999999999999999999
+        if not d.is_finite():
+            raise DataError(f"{where}: timestamp {f!r} is not a finite number")
+        try:
+            # copy_abs/compare are exact (no context); check size before int(1e999999999)
+            if d.copy_abs() >= (1 << 64):
+                v = None
+            else:
+                r = d.to_integral_value(rounding=decimal.ROUND_HALF_EVEN)
+                if not lay.float_time and r != d:
+                    raise DataError(f"{where}: timestamp {f!r} is not an integer")
+                v = int(r)
+        except decimal.DecimalException:                  # e.g. exponent beyond the context
+            v = None
+    if v is None or not -(1 << 63) <= v <= _INT64_MAX:
+        raise DataError(f"{where}: timestamp {f!r} is outside the representable range "
+                        f"(-2**63 <= t < 2**63); fix the value")
+    return v
 _FIELD_NAMES = {"user": "user id", "item": "item id", "rating": "rating",
                 "timestamp": "timestamp"}
 
@@ -311,7 +378,8 @@ def _slow_parse(data: bytes, lay: _Layout, path: Path):
     lineno = lay.header_lines
     for raw in io.BytesIO(data):
         lineno += 1
-        line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        # surrogateescape keeps invalid bytes distinct (and visible in messages)
+        line = raw.decode("utf-8", errors="surrogateescape").rstrip("\r\n")
         if not line.strip():
             continue
         fields = line.split(sep)
@@ -322,38 +390,50 @@ def _slow_parse(data: bytes, lay: _Layout, path: Path):
             f = fields[c].strip()
             what = _FIELD_NAMES[key]
             if key in ("user", "item"):
-                if _INT_RE.match(f):
-                    cols[key].append(int(f))
-                    continue
+                if lay.token:                            # exact text, decided at the end
+                    f = fields[c].strip(_ASCII_WS)
                 if f.startswith("-") and _INT_RE.match(f[1:]):
                     raise DataError(f"{path}:{lineno}: negative {what} {f}; ids must be "
                                     f"non-negative integers")
-                if lay.token and f:
+                if lay.token:
+                    if not f:
+                        raise DataError(f"{path}:{lineno}: {what} is empty")
+                    problem = _token_problem(f)
+                    if problem:
+                        raise DataError(f"{path}:{lineno}: {what} {problem}")
                     cols[key].append(f)
+                    continue
+                if _INT_RE.match(f):
+                    v = int(f)
+                    if v > _INT64_MAX:
+                        raise DataError(f"{path}:{lineno}: {what} {f} is too large (ids must "
+                                        f"be below 2**63 = 9223372036854775808)")
+                    cols[key].append(v)
                     continue
                 raise DataError(f"{path}:{lineno}: {what} {f!r} is not a non-negative "
                                 f"integer")
+            if key == "timestamp":
+                cols[key].append(_parse_timestamp(f, lay, f"{path}:{lineno}"))
+                continue
             try:
                 v = float(f)
             except ValueError:
                 raise DataError(f"{path}:{lineno}: {what} {f!r} is not a number") from None
-            if key == "rating":
-                msg = _rating_problem(v, rr)
-                if msg:
-                    raise DataError(f"{path}:{lineno}: {msg}")
-            elif not math.isfinite(v):
-                raise DataError(f"{path}:{lineno}: timestamp {f!r} is not a finite number")
-            elif not lay.float_time and not v.is_integer():
-                raise DataError(f"{path}:{lineno}: timestamp {f!r} is not an integer")
+            msg = _rating_problem(v, rr)
+            if msg:
+                raise DataError(f"{path}:{lineno}: {msg}")
             cols[key].append(v)
         linenos.append(lineno)
     out = {}
     for key, vals in cols.items():
         if key in ("user", "item"):
-            if any(isinstance(v, str) for v in vals):
-                out[key] = np.array([str(v) for v in vals])
+            if lay.token and not _canonical_int_ids(vals):
+                out[key] = np.array(vals, dtype=str)      # exact tokens: '007' != '7'
             else:
-                out[key] = np.array(vals, dtype=np.int64)
+                out[key] = np.array([int(v) for v in vals] if lay.token else vals,
+                                    dtype=np.int64)
+        elif key == "timestamp":
+            out[key] = np.array(vals, dtype=np.int64)     # exact, range-checked above
         else:
             out[key] = np.array(vals, dtype=np.float64)
     return out, np.array(linenos, dtype=np.int64)
@@ -555,10 +635,10 @@ def load_file(path: str | Path, fmt: str | None = None, *, rating_range="auto",
         raise DataError(f"ratings file {p} does not exist") from None
     except OSError as e:
         raise DataError(f"cannot read {p}: {e.strerror or e}") from None
-    if not data or data.isspace():                       # (no .strip(): it would copy)
-        raise DataError(f"{p}: file is empty; expected {canon} ratings")
     if data.startswith(b"\xef\xbb\xbf"):                 # UTF-8 byte-order mark
         data = data[3:]
+    if not data or data.isspace():                       # (no .strip(): it would copy)
+        raise DataError(f"{p}: file is empty; expected {canon} ratings")
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n")
     lay = _layout(canon, data, p, rating_range)
@@ -605,12 +685,22 @@ def load_inter(path, **kw) -> Ratings:
 # ----------------------------------------------------------------------------------------
 # TFDS
 # ----------------------------------------------------------------------------------------
-def _ids_from_strings(a: np.ndarray) -> np.ndarray:
-    """bytes/str ids -> int64 when all are non-negative integers, else str."""
-    s = np.array([x.decode("utf-8") if isinstance(x, bytes) else str(x) for x in a.tolist()])
-    if len(s) and all(_INT_RE.match(x) for x in s.tolist()):
-        return s.astype(np.int64)
-    return s
+def _ids_from_strings(a: np.ndarray, src: Path, what: str) -> np.ndarray:
+    """bytes/str ids -> int64 when all are canonical non-negative integers below 2**63
+    (so no two distinct ids merge, e.g. '007' and '7'), else the exact str ids."""
+    vals = []
+    for j, x in enumerate(a.tolist()):
+        if isinstance(x, bytes):
+            x = x.decode("utf-8", errors="surrogateescape")
+        else:
+            x = str(x)
+        problem = _token_problem(x)
+        if problem:
+            raise DataError(f"{src}: example {j + 1}: {what} {problem}")
+        vals.append(x)
+    if vals and _canonical_int_ids(vals):
+        return np.array([int(x) for x in vals], dtype=np.int64)
+    return np.array(vals, dtype=str)
 
 
 def from_tfds(name: str = "movielens/100k-ratings", split: str = "train",
@@ -642,8 +732,8 @@ def from_tfds(name: str = "movielens/100k-ratings", split: str = "train",
     if missing:
         raise DataError(f"TFDS dataset {name!r} has no {', '.join(missing)} feature")
     src = Path(f"tfds:{name}[{split}]")
-    cols = {"user": _ids_from_strings(np.asarray(d["user_id"])),
-            "item": _ids_from_strings(np.asarray(d["movie_id"]))}
+    cols = {"user": _ids_from_strings(np.asarray(d["user_id"]), src, "user id"),
+            "item": _ids_from_strings(np.asarray(d["movie_id"]), src, "item id")}
     if "user_rating" in d:
         cols["rating"] = np.asarray(d["user_rating"], np.float64)
     if "timestamp" in d:
@@ -741,7 +831,12 @@ def load_item_genres(path_or_dir: str | Path, item_ids: np.ndarray, *,
             if not np.isin(flags, (0.0, 1.0)).all():
                 raise DataError(f"{f}:{lineno}: genre flags must be 0 or 1")
             raw_id = fields[0].strip()
-        ids.append(int(raw_id) if _INT_RE.match(raw_id) else raw_id)
+        # RecBole ids are exact tokens ('007' != '7', as in load_inter); u.item ids are
+        # numbers, like the u.data ids they are matched with
+        if (_CANON_INT_RE if recbole else _INT_RE).match(raw_id) and int(raw_id) <= _INT64_MAX:
+            ids.append(int(raw_id))
+        else:
+            ids.append(raw_id)
         rows.append(flags)
     if not rows:
         raise DataError(f"{f}: no items found")

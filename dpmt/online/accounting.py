@@ -37,7 +37,8 @@ from dpmt.errors import ConfigError
 __all__ = [
     "hockey_stick", "hockey_stick_both", "bit_delta", "bernoulli_product_pld",
     "bernoulli_product_delta", "bernoulli_product_rdp", "bernoulli_product_rdp_delta",
-    "rdp_to_delta", "rdp_to_order", "rdp_to_epsilon", "basic_composition", "group_privacy", "RDP_ORDERS",
+    "rdp_to_delta", "rdp_to_order", "rdp_to_epsilon", "basic_composition", "group_privacy",
+    "RDP_ORDERS",
 ]
 
 #: Rényi orders used by the RDP bounds here (dense near 1, up to 10^4).

@@ -40,7 +40,10 @@ Algorithm 2 is allocated only when a first batch fills.
 never assumed. Defaults (each overridable by keyword: ``N``, ``n``, ``k``, ``levels``,
 ``beta``, ``split``, ``mirror_share``):
 
-* ``N = min(d + 1, 3)`` candidates, ``levels = 1`` (one selection level, ``L = 0``), ``n = 1``;
+* ``N = min(d + 1, 2)`` candidates, ``levels = 1`` (one selection level, ``L = 0``), ``n = 1``.
+  Two candidates: on thresholds the first candidate is consistent with the mistakes of
+  ``h_0`` on one side of the target only and the second pins the target down; a third
+  costs more than it returns (``G`` and every delay grow; measured in ``docs/online.md``);
 * the δ split of the paper (Algorithm 2 ``δ/8``, replacements ``δ/8`` in all, ``γ = δ/4``,
   combiner ``δ/2``); the **ε split** ``(f_cand, f_rep, f_comb)`` of ``ε`` between Algorithm
   2, the ``N`` replacements and the combiner, and each replacement's Mirror share ``ρ``
@@ -64,7 +67,8 @@ Per-round cost: a table lookup for ``h_0``, one step per active replacement, one
 prediction for ``F`` and a counter comparison in the combiner; coins are drawn in blocks.
 :meth:`JDPPredictor.run` feeds a whole stream with the same result and final state but in
 bulk (``A`` and ``F`` by their whole-stream paths, the combiner only on disagreement rounds):
-about 10^6 rounds/s on 1,024 thresholds, against about 10^5 for the predict/update loop.
+on 1,024 thresholds at ``(1, 1e-6)`` about 10^6 rounds per CPU-second, against about
+2.7·10^5 for the predict/update loop (measured in ``docs/online.md``).
 """
 
 from __future__ import annotations
@@ -244,7 +248,7 @@ class JDPPredictor:
     def _build_practical(self, eps: float, dl: float, ov: dict) -> None:
         d = self.d
         s = self.H.n_hypotheses
-        N = int(ov.get("N", min(d + 1, 3)))
+        N = int(ov.get("N", min(d + 1, 2)))
         levels = int(ov.get("levels", 1))
         n = int(ov.get("n", 1))
         beta = float(ov.get("beta", 0.01))

@@ -21,6 +21,13 @@ become empty), the policy ``on_empty`` applies:
 
 Neither policy changes anything on realisable streams. ``restarts`` counts the events.
 
+**Per-round cost.** ``predict`` reads a per-version-space table of codes
+(:meth:`HypothesisClass._code_table`, shared by every SOA on the class): the first query of a
+point for a version space does the Ldim comparison, later ones are one ``bytearray`` index;
+``update`` leaves ``V`` (and its table) untouched when the point does not split it and the
+label agrees. Per-round outputs equal the plain rule (tests compare against a table-free
+reference round by round).
+
 :meth:`SOA.run` processes a whole stream with exactly the same result and final state as
 the per-round loop (tests check this), but skips rounds that cannot change ``V``: on a
 round where every hypothesis in ``V`` agrees with the label, SOA predicts that label (no

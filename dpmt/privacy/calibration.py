@@ -14,7 +14,9 @@ A budget the fixed releases alone exceed is refused with
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
+import math
 
 import dp_accounting
 
@@ -73,6 +75,21 @@ class Calibration:
 
 def calibrate(plan: list[PlannedRelease], epsilon: float, delta: float,
               accountant: str = "pld", tol: float = 1e-4) -> Calibration:
+    """Find the smallest noise scale s with ε(δ) ≤ ``epsilon`` (see :func:`_calibrate`).
+
+    Results are memoised on (plan, ε, δ, accountant, tol): a grid validated up front and then
+    trained calibrates each configuration once.
+    """
+    return _calibrate_cached(tuple(plan), float(epsilon), float(delta), accountant, tol)
+
+
+@functools.lru_cache(maxsize=256)
+def _calibrate_cached(plan: tuple, epsilon, delta, accountant, tol) -> Calibration:
+    return _calibrate(list(plan), epsilon, delta, accountant, tol)
+
+
+def _calibrate(plan: list[PlannedRelease], epsilon: float, delta: float,
+               accountant: str = "pld", tol: float = 1e-4) -> Calibration:
     """Find the smallest noise scale s with ε(δ) ≤ ``epsilon`` for the composed plan.
 
     Args:
@@ -86,6 +103,9 @@ def calibrate(plan: list[PlannedRelease], epsilon: float, delta: float,
       ConfigError: on an empty plan or invalid numbers.
     """
     check_range("epsilon", epsilon, low=0.0, low_open=True)
+    if not math.isfinite(epsilon):
+        raise ConfigError(f"epsilon must be a finite number (got {epsilon}); for no privacy "
+                          "train without noise (--no-privacy)")
     check_range("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True)
     if not plan:
         raise ConfigError("nothing to calibrate: the plan has no releases")

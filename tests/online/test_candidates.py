@@ -9,9 +9,9 @@ import pytest
 from dpmt.errors import ConfigError
 from dpmt.online import point_functions, thresholds
 from dpmt.online.candidates import (CandidateParams, CandidatePredictor, CandidateSequence,
-                                    check_delays, level_thresholds)
+                                    check_delays, level_thresholds, next_delay)
 from dpmt.online.mirror import mirror_window
-from dpmt.online.rep import Replacement, rep_min_D
+from dpmt.online.rep import Replacement, acceptance_delta, rep_min_D
 from dpmt.online.selection import balanced_gamma
 from dpmt.online.streams import threshold_stream
 
@@ -212,6 +212,63 @@ def test_check_delays():
         check_delays([100, 899], 25, 50)
     with pytest.raises(ConfigError, match="minimum"):
         check_delays([100, 900], 25, 101)
+    # with the Mirror window: D_2 >= 4(K + D_1 + W)
+    check_delays([100, 4 * (25 + 100 + 30)], 25, 50, W=30)
+    assert next_delay(100, 25, 30) == 620 <= next_delay(100, 25) == 900
+    with pytest.raises(ConfigError, match=r"4\(K \+ D_1 \+ W\)"):
+        check_delays([100, 619], 25, 50, W=30)
+    with pytest.raises(ConfigError, match="window"):
+        check_delays([100, 900], 25, 50, W=51)
+
+
+def _sharp_delays(params):
+    rm = rep_min_D(A, B)
+    W = mirror_window(A / 2, B / 2).W
+    Ds = [max(4 * params.K, rm)]
+    for _ in range(params.N - 1):
+        Ds.append(max(next_delay(Ds[-1], params.K, W), rm))
+    check_delays(Ds, params.K, rm, W)
+    return Ds
+
+
+@pytest.mark.parametrize("n_thr,dist", [(63, "boundary"), (31, "uniform")])
+def test_online_equals_offline_with_sharp_delays(n_thr, dist):
+    """Claim 1 with the smallest delays the sharp Lemma 11(i) allows,
+    D_{j+1} = 4(K + D_j + W): online predictions equal the offline A_N on every seed, and
+    the replays never trip the run-time check."""
+    H = thresholds(n_thr)
+    params = _params(H, k=30, N=3)
+    Ds = _sharp_delays(params)
+    assert Ds[1] < 8 * Ds[0] + 4 * params.K
+    switched = 0
+    for seed in range(12):
+        xs, ys = threshold_stream(n_thr, 5000, seed=seed, dist=dist).arrays()
+        on, Ap = _online(H, params, Ds, seed, xs, ys)
+        off, m = _offline(H, params, Ds, seed, xs, ys)
+        assert Ap.m == m and np.array_equal(on, off)
+        switched += bool(np.any(on != Ap.h0[xs]))
+    assert switched >= 3
+
+
+def test_mirror_share_in_the_candidate_predictor():
+    """A Mirror share other than 1/2 reaches every replacement, and the bulk path equals the
+    loop with it."""
+    H = thresholds(63)
+    params = _params(H, k=30, N=2)
+    share = 0.8
+    design = mirror_window(share * A, B / 2)
+    rm = rep_min_D(A, B, design, share)
+    Ds = [max(4 * params.K, rm)]
+    Ds.append(max(next_delay(Ds[0], params.K, design.W), rm))
+    xs, ys = threshold_stream(63, 6000, seed=2, dist="boundary").arrays()
+    A1 = CandidatePredictor(H, params, A, B, Ds, seed=1, design=design, share=share)
+    A2 = CandidatePredictor(H, params, A, B, Ds, seed=1, design=design, share=share)
+    loop = []
+    for x, y in zip(xs.tolist(), ys.tolist()):
+        loop.append(A1.predict(x)); A1.update(y)
+    assert np.array_equal(np.array(loop, np.int8), A2.run(xs, ys))
+    assert A1.m >= 1 and all(r.share == share and r.mirror.a == share * A for r in A1.reps)
+    assert A1.rep_privacy() == (A, design.delta + acceptance_delta(A, Ds[0], share))
 
 
 def test_run_equals_loop():

@@ -16,8 +16,12 @@ def _loop(p, xs, ys):
     return m
 
 
-@pytest.mark.parametrize("name", sorted(PREDICTORS))
-@pytest.mark.parametrize("case", ["thresholds", "point3", "random-labels"])
+CASES = [(name, "thresholds") for name in sorted(PREDICTORS)] + [
+    ("jdp", "point3"), ("jdp", "random-labels"), ("name-and-shame", "random-labels"),
+    ("soa", "random-labels")]
+
+
+@pytest.mark.parametrize("name,case", CASES)
 def test_run_predictor_equals_loop(name, case):
     """Every named predictor: run_predictor (bulk ``run``, chunked smaller than the stream,
     with progress) gives the per-round loop's mistakes and final state, same seed."""
@@ -56,3 +60,36 @@ def test_run_predictor_uses_the_bulk_path_for_jdp(monkeypatch):
     monkeypatch.setattr(p, "predict", boom)
     xs, ys = threshold_stream(15, 1000, seed=0).arrays()
     assert run_predictor(p, xs, ys) == p.mistakes
+
+
+def test_several_epsilons(tmp_path):
+    """--epsilons: ε-dependent predictors run per ε, ε-free ones once (same mistakes under
+    each ε), one table per (stream, ε) and one plot per ε."""
+    from dpmt.online.experiments import main, markdown_table, separation_experiment, summarise
+    rows = separation_experiment([40, 200], reps=2, streams=("thresholds",),
+                                 predictors=("soa", "name-and-shame", "at-learner"),
+                                 delta=0.1, n_thresholds=7, progress=False,
+                                 epsilons=[1.0, 8.0])
+    assert len(rows) == 2 * 2 * 3 * 2
+    by = {(r["predictor"], r["eps_req"], r["T"], r["rep"]): r for r in rows}
+    for (name, e, T, rep), r in by.items():
+        if name != "at-learner":
+            assert r["mistakes"] == by[(name, 1.0, T, rep)]["mistakes"]
+    assert all(0 < r["epsilon"] <= r["eps_req"] for r in rows if r["predictor"] == "at-learner")
+    md = markdown_table(summarise(rows))
+    assert md.count("requested ε = 1") == 1 and md.count("requested ε = 8") == 1
+    assert main(["--Ts", "30,60", "--reps", "2", "--predictors", "soa,at-learner",
+                 "--streams", "thresholds", "--epsilons", "1,8", "--n-thresholds", "7",
+                 "--workers", "1", "--no-progress", "--out", str(tmp_path)]) == 0
+    for f in ("mistakes_vs_T_eps1.png", "mistakes_vs_T_eps8.png", "table.md"):
+        assert (tmp_path / f).stat().st_size > 0
+    assert main(["--epsilons", "1,x", "--out", str(tmp_path)]) == 2
+
+
+def test_jdp_options_pass_through():
+    from dpmt.errors import ConfigError
+    H = thresholds(31)
+    p = make_predictor("jdp", H, epsilon=16.0, delta=0.01, seed=7, jdp_options={"levels": 1})
+    assert p.params.levels == 1
+    with pytest.raises(ConfigError, match="unknown"):
+        make_predictor("jdp", H, epsilon=16.0, delta=0.01, jdp_options={"D": 3})

@@ -44,6 +44,55 @@ def test_practical_large_epsilon_and_overrides():
     assert e <= 2.0 and d <= 1e-4
 
 
+@pytest.mark.parametrize("eps,delta", [(1.0, 1e-6), (4.0, 1e-3)])  # designs cached above
+def test_practical_split_is_public_and_accounted(eps, delta):
+    """The practical ε split and Mirror share come from public quantities only (the same
+    for every seed and every class with the same |H| and d), the parts add up to at most
+    the request, and each part's ε is its share of ε."""
+    H = thresholds(15)
+    P = JDPPredictor(H, eps, delta, seed=0)
+    Q = JDPPredictor(thresholds(15), eps, delta, seed=123)
+    assert (P.split, P.mirror_share, P.sizes["D"]) == (Q.split, Q.mirror_share, Q.sizes["D"])
+    fc, fr, fm = P.split
+    assert fc + fr + fm <= 1 + 1e-12 and 0.5 <= P.mirror_share < 1
+    comp = P.components()
+    e_eff = eps * (1 - 1e-9)
+    assert comp["candidates"][0] == pytest.approx(fc * e_eff)
+    assert comp["replacements"][0] == pytest.approx(fr * e_eff)
+    assert comp["combiner"][0] <= fm * e_eff
+    assert P.A.reps == [] and P.A.design.a <= P.mirror_share * P.rep_a
+    e, d = P.privacy()
+    assert e <= eps and d <= delta
+    # Claim 1's chain with the sharp Lemma 11(i), and Definition 10's D >= W
+    D, K, W = P.sizes["D"], P.params.K, P.design.W
+    assert D[0] >= max(4 * K, W) and all(b >= 4 * (K + a + W) for a, b in zip(D, D[1:]))
+
+
+def test_practical_beats_the_paper_split():
+    """The searched split switches to an accurate first candidate after fewer disagreements
+    (K + D_1 + W) than the paper's shares (ε/4, ε/4, ε/2 and Mirror a/2), which remain
+    available as overrides and are accounted the same way. (At (1, 1e-6) the ratio is
+    about 4; (4, 1e-3) keeps the test fast.)"""
+    H = thresholds(15)
+    new = JDPPredictor(H, 4.0, 1e-3)
+    old = JDPPredictor(H, 4.0, 1e-3, split=(0.25, 0.25, 0.5), mirror_share=0.5)
+    assert old.split == (0.25, 0.25, 0.5) and old.mirror_share == 0.5
+    assert old.components()["combiner"][0] <= 2.0
+
+    def first_switch(P):
+        return P.params.K + P.A.delay(1) + P.design.W
+    assert 2 * first_switch(new) < first_switch(old)
+    for P in (new, old):
+        e, d = P.privacy()
+        assert e <= 4.0 and d <= 1e-3
+    with pytest.raises(ConfigError, match="split"):
+        JDPPredictor(H, 1.0, 1e-6, split=(0.5, 0.5, 0.5))
+    with pytest.raises(ConfigError, match="split"):
+        JDPPredictor(H, 1.0, 1e-6, split=(0.5, 0.5))
+    with pytest.raises(ConfigError, match="share"):
+        JDPPredictor(H, 1.0, 1e-6, mirror_share=1.0)
+
+
 def test_theory_sizes_follow_the_formulas():
     H = point_functions(3)  # d = 1
     P = JDPPredictor(H, 1.0, 1e-6, preset="theory")
@@ -146,7 +195,7 @@ def test_pipeline_learns_when_budget_allows():
     """With a budget large enough for the candidates to be used within the horizon
     (ε = 8, δ = 10^-6, so F never retains anything), A selects the target point function,
     the replacement switches and the combiner follows A: mistakes plateau (after the switch
-    only the combiner's tail Σ_k D²/((D+k)² + D²) ≈ D²/c1 remains, a few mistakes)."""
+    only the combiner's tail Σ_k D²/((D+k)² + D²) ≈ D²/c1 remains, a few dozen mistakes)."""
     H = point_functions(4)
     for seed in range(3):
         rng = np.random.default_rng(seed)
@@ -158,7 +207,7 @@ def test_pipeline_learns_when_budget_allows():
         marks = P.run(xs, ys, return_mistakes=True)
         assert P.F.retained == 0
         assert P.A.chosen[0] == tg
-        assert marks[20000:].sum() <= 20 < 0.01 * marks[:10000].sum()
+        assert marks[20000:].sum() <= 30 < 0.02 * marks[:10000].sum()
         assert P.privacy()[0] <= 8.0
 
 

@@ -211,3 +211,20 @@ def test_slow_half_epsilon_window_and_full_ramp_check():
     d = mirror_window(a, b)
     q0, q1 = d.pairs()
     assert bernoulli_product_delta(q0, q1, a, discretization=2e-5, block=10) <= b
+
+
+def test_long_window_search_on_near_orders(monkeypatch):
+    """Windows above SUBORDER_MIN_W are searched on the Rényi orders near the optimum: the
+    design's δ is a valid all-orders bound (≤ b), and the window is within 1% of the one
+    found with every order."""
+    from dpmt.online import mirror
+    from dpmt.online.mirror import TEMPERED, _delta_explicit
+    a, b = 0.2, 6e-8
+    fast = mirror.mirror_window.__wrapped__(a, b)
+    assert fast.W > mirror.SUBORDER_MIN_W and fast.method == "rdp"
+    g, cap, frac = TEMPERED
+    assert _delta_explicit(ramp_probabilities(fast.W, frac * b, g, cap), a, "rdp") <= b
+    assert fast.delta <= b
+    monkeypatch.setattr(mirror, "SUBORDER_MIN_W", 10 ** 9)
+    full = mirror.mirror_window.__wrapped__(a, b)
+    assert abs(fast.W - full.W) <= 0.01 * full.W

@@ -91,14 +91,17 @@ def _lemma11_stream(rng, T, D, K):
     return u, v, y
 
 
-def _check_lemma11(u, v, y, w, D, K):
+def _check_lemma11(u, v, y, w, D, K, W=None):
+    """(i) in its sharp form M(W) ≤ K + D + W_Mirror (≤ K + 2D since W_Mirror ≤ D), (ii)."""
     T = len(y)
     mw = np.cumsum(w != y)
     mv = np.cumsum(v != y)
     mu_before = np.concatenate([[0], np.cumsum(u != y)[:-1]])
+    bound = K + D + (D if W is None else W)
+    assert bound <= K + 2 * D
     for r in range(T):  # (i)
         if mv[r] < K:
-            assert mw[r] <= K + 2 * D
+            assert mw[r] <= bound
     ok = mu_before <= D / 4  # (ii)
     assert np.array_equal(w[ok], u[ok])
 
@@ -113,7 +116,7 @@ def test_lemma11_many_seeds():
         u, v, y = _lemma11_stream(rng, 5 * D, D, K)
         rep = Replacement(A, B, D, seed=seed, design=design)
         w = _run(rep, u, v, y)
-        _check_lemma11(u, v, y, w, D, K)
+        _check_lemma11(u, v, y, w, D, K, design.W)
         accepted += bool(rep.accepted)
     assert 20 < accepted < 280  # both branches of the acceptance test were exercised
 
@@ -129,7 +132,7 @@ def test_lemma11_extreme_randomness(xi_side, coin):
     for _ in range(60):
         u, v, y = _lemma11_stream(rng, 5 * D, D, K)
         rep = Replacement(A, B, D, rng=ConstRng(coin), design=design, xi=xi_side * D / 8)
-        _check_lemma11(u, v, y, _run(rep, u, v, y), D, K)
+        _check_lemma11(u, v, y, _run(rep, u, v, y), D, K, design.W)
 
 
 def test_replay_equals_loop():
@@ -149,12 +152,12 @@ def test_replay_equals_loop():
                                                             r2.accepted)
 
 
-def _exact_law(us, vs, ys, a, D, design, skip):
+def _exact_law(us, vs, ys, a, D, design, skip, share=0.5):
     """Exact law of Rep's outputs on rounds != skip, as {outcome tuple: probability}."""
     W = design.W
     dis = np.flatnonzero(us != vs)
     c = int(np.sum(vs[dis[:D]] == ys[dis[:D]]))
-    p_acc = float(acceptance_prob(c, D, a))
+    p_acc = float(acceptance_prob(c, D, a, share))
     keep = [t for t in range(len(us)) if t != skip]
     law = {}
     base = us.copy()
@@ -175,13 +178,15 @@ def _exact_law(us, vs, ys, a, D, design, skip):
     return law
 
 
-def test_rep_joint_privacy_exact_enumeration():
+@pytest.mark.parametrize("share", [0.5, 0.8])
+def test_rep_joint_privacy_exact_enumeration(share):
     """Exact output laws (acceptance bit × Mirror coins) on neighbouring triple streams:
-    the hockey-stick divergence at ε = a stays below Rep's claimed δ."""
+    the hockey-stick divergence at ε = a stays below Rep's claimed δ (also with the Mirror
+    taking a share 0.8 of a and the acceptance test 0.2)."""
     a, b = 8.0, 0.1
-    design = mirror_window(a / 2, b / 2)
-    D = rep_min_D(a, b, design)
-    claimed = Replacement(a, b, D, design=design).privacy()
+    design = mirror_window(share * a, b / 2)
+    D = rep_min_D(a, b, design, share)
+    claimed = Replacement(a, b, D, design=design, share=share).privacy()
     assert claimed[0] == a and claimed[1] <= b
     rng = np.random.default_rng(8)
     worst = 0.0
@@ -193,8 +198,8 @@ def test_rep_joint_privacy_exact_enumeration():
         i = int(rng.integers(T))
         u2, v2, y2 = u.copy(), v.copy(), y.copy()
         u2[i], v2[i], y2[i] = rng.integers(0, 2, 3)
-        l1 = _exact_law(u, v, y, a, D, design, i)
-        l2 = _exact_law(u2, v2, y2, a, D, design, i)
+        l1 = _exact_law(u, v, y, a, D, design, i, share)
+        l2 = _exact_law(u2, v2, y2, a, D, design, i, share)
         worst = max(worst, hockey_stick_both(l1, l2, a))
     assert worst <= claimed[1]
 
@@ -207,3 +212,33 @@ def test_rep_refuses_small_D_and_bad_xi():
         Replacement(A, B, D, xi=D)
     eps, dl = Replacement(A, B, D).privacy()
     assert eps == A and dl <= B
+
+
+@pytest.mark.parametrize("a,D,share", [(4.0, 64, 0.8), (1.0, 1600, 0.9), (2.0, 203, 0.7),
+                                       (0.5, 800, 0.95)])
+def test_acceptance_with_mirror_share(a, D, share):
+    """With the Mirror taking ``share·a``: the acceptance test spends ``(1−share)a`` with
+    Laplace scale ``2/((1−share)a)``; the closed-form δ bounds the exact enumeration (equal
+    when D/8 is an integer), the minimal D is minimal, and the default share is Definition 10
+    exactly (scale 4/a, δ at a/2)."""
+    exact = acceptance_delta_exact(a, D, share=share)
+    closed = acceptance_delta(a, D, share)
+    assert exact <= closed * (1 + 1e-9) + 1e-300
+    if D % 8 == 0:
+        assert exact == pytest.approx(closed, rel=1e-6)
+    d = closed * 3
+    Dm = acceptance_min_D(a, d, share)
+    assert acceptance_delta(a, Dm, share) <= d < acceptance_delta(a, Dm - 1, share)
+    assert acceptance_delta(a, D, 0.5) == acceptance_delta(a, D)
+    rng1, rng2 = np.random.default_rng(5), np.random.default_rng(5)
+    r = Replacement(A, B, rep_min_D(A, B, share=share) + 40, rng=rng1, share=share)
+    assert r.xi == truncated_laplace(rng2, 2.0 / ((1 - share) * A), r.D / 8)
+    assert r.mirror.a == share * A and r.privacy() == (A, r.mirror.design.delta + r.delta_acc)
+    assert r.privacy()[1] <= B
+
+
+def test_share_validation():
+    with pytest.raises(ConfigError, match="share"):
+        Replacement(A, B, 500, share=1.0)
+    with pytest.raises(ConfigError, match="share"):
+        rep_min_D(A, B, share=0.0)
