@@ -9,9 +9,9 @@ into its examples, so running this file alone or after other test files can try 
 equally fixed, examples). The number of hostile inputs tried is counted and printed at the
 end of the module (``hostile inputs tried: ...``).
 
-Known bugs in code outside this file are pinned by ``xfail(strict=True)`` tests at the end,
-each with its minimal reproducer; the property tests keep clear of those inputs (say so
-where they do).
+Bugs this file found (in the loaders and the weighting API) are fixed; their minimal
+reproducers stay as regression tests at the end. Comments saying a property test "keeps
+clear of" an input date from when those inputs were still broken.
 """
 
 import collections
@@ -342,7 +342,7 @@ def test_loader_fixed_hostile_files(tmp_path, name, setup, fragment):
 # ==========================================================================================
 # Invalid values (NaN, ±inf, zero, negative, < 1 for counts) anywhere in the float range,
 # and valid ones up to 1e12 ("huge": more ratings than any dataset has). Valid values near
-# the float64 limits overflow or underflow inside the weighting maths: see the xfail tests.
+# the float64 limits are covered by the regression tests at the end.
 HOSTILE_FLOATS = st.one_of(st.sampled_from([0.0, -0.0, -1.0, 0.5, 1e-300, math.nan,
                                             math.inf, -math.inf, -1e308]),
                            st.floats(max_value=1.0, exclude_max=True),
@@ -363,7 +363,7 @@ GOOD_COUNTS = st.lists(st.one_of(st.integers(1, 10**6).map(float),
        n_users=st.one_of(st.none(), st.integers(1, 10**9), st.sampled_from([0, -3, 2.5])),
        c_n=st.one_of(st.just(1.0), st.floats(0.01, 100), st.sampled_from([0.0, -1.0])))
 def test_task_weights(counts, mu, gamma, budget, n_users, c_n):
-    # Kept clear of: infinite or non-numeric counts/budget/exponents (see the xfail tests).
+    # Kept clear of: infinite or non-numeric counts/budget/exponents (see the regression tests at the end).
     TRIED["task_weights"] += 1
     w = _expect_dpmt_error(lambda: weighting.task_weights(
         counts, gamma=gamma, mu=mu, budget=budget, n_users=n_users, c_n=c_n))
@@ -401,7 +401,7 @@ def user_item_ids(draw, n_items):
        budget=st.one_of(st.floats(1e-3, 1e3), st.sampled_from([0.0, -2.0, math.nan])),
        mismatch=st.booleans())
 def test_clip_to_budget(data, task_w, budget, mismatch):
-    # Kept clear of: id arrays with negative / out-of-range / float ids (xfail below).
+    # Kept clear of: id arrays with negative / out-of-range / float ids (regression tests below).
     TRIED["clip_to_budget"] += 1
     users, items = data.draw(user_item_ids(len(task_w)))
     if mismatch:
@@ -431,7 +431,7 @@ def test_clip_to_budget(data, task_w, budget, mismatch):
        mu=st.one_of(st.floats(0, 2), st.sampled_from([-1.0, math.nan])),
        budget=st.one_of(st.floats(1e-3, 1e3), st.sampled_from([0.0, math.nan])))
 def test_normalized_user_weights(data, counts, mu, budget):
-    # Kept clear of: mismatched / malformed id arrays (xfail below).
+    # Kept clear of: mismatched / malformed id arrays (regression tests below).
     TRIED["normalized_user_weights"] += 1
     users, items = data.draw(user_item_ids(max(len(counts), 1)))
     w = _expect_dpmt_error(lambda: weighting.normalized_user_weights(
@@ -489,7 +489,7 @@ def test_tail_weights_pick_the_least_popular():
 
 
 # ==========================================================================================
-# Known bugs outside this file (xfail strict: they fail today; un-xfail when fixed)
+# Regression tests: minimal reproducers of bugs this file found (all fixed)
 # ==========================================================================================
 def _load(tmp_path, name, data, **kw):
     p = tmp_path / name
