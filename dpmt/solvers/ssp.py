@@ -35,7 +35,8 @@ import numpy as np
 
 from dpmt.errors import ConfigError, check_range
 from dpmt.solvers.layout import (DEFAULT_MAX_CHUNK_BYTES, Chunk, Layout, count_trace,
-                                 gather_slots, require_kind)
+                                 gather_slots, map_batches, map_row_blocks, require_kind,
+                                 weighted_gram)
 
 _HI = jax.lax.Precision.HIGHEST  # no TF32/bf16 passes on accelerators: statistics are summed
 
@@ -95,20 +96,18 @@ def weighted_statistics(layout: Layout, X: jax.Array, weights: jax.Array | None 
     count_trace("weighted_statistics")
     require_kind(layout, "items", "weighted_statistics")
     X = jnp.asarray(X, jnp.float32)
-    return layout.assemble(layout.map_chunks(
-        lambda c: _chunk_statistics(c, X, weights, labels)))
+    d = X.shape[-1]
+    return layout.assemble(layout.map_chunks(lambda c: map_row_blocks(
+        lambda sc: _chunk_statistics(sc, X, weights, labels), c, dim=d)))
 
 
 def _chunk_statistics(c: Chunk, X, weights, labels):
-    """``A (n, d, d)`` (exactly symmetric) and ``b (n, d)`` of one chunk's rows: one batched
-    ``X_gᵀ diag(w) X_g`` product (2·L·d² FLOPs per row) and one batched matrix-vector product.
-    Pad slots have w = 0, so pad rows get A = 0, b = 0."""
+    """``A (n, d, d)`` (exactly symmetric) and ``b (n, d)`` of one (block of a) chunk's rows:
+    one batched Gram product (2·L·d² FLOPs per row, :func:`~dpmt.solvers.layout.weighted_gram`)
+    and one batched matrix-vector product. Pad slots have w = 0: pad rows get A = 0, b = 0."""
     w = gather_slots(weights, c)                           # (n, L), 0 in pad slots
     y = gather_slots(labels, c)
-    Xg = X[c.cols]                                         # (n, L, d)
-    A = jnp.einsum("nld,nle->nde", Xg * w[..., None], Xg, precision=_HI)
-    b = jnp.einsum("nl,nld->nd", w * y, Xg, precision=_HI)
-    return 0.5 * (A + jnp.swapaxes(A, -1, -2)), b          # exact symmetry
+    return weighted_gram(X, c, w, y)
 
 
 @jax.jit
@@ -233,26 +232,6 @@ def _solve_systems(A_hat, b_hat, extra_p, reg, psd):
     return jax.lax.cond(ok, lambda: th, lambda: _eig_solve(M, b_hat, reg))
 
 
-def _batched(fn, xs, batch_size: int):
-    """``fn`` over leading-axis batches of ``xs`` (a tuple of arrays with equal leading size
-    n), sequentially (``lax.map``), with ``fn`` seeing an explicit batch axis — so a
-    ``lax.cond`` inside decides per batch and only runs the branch taken. The last batch is
-    padded with zeros; outputs are cut back to n rows."""
-    n = xs[0].shape[0]
-    if n <= batch_size:
-        return fn(*xs)
-    nb = -(-n // batch_size)
-    pad = nb * batch_size - n
-
-    def split(x):
-        x = jnp.concatenate([x, jnp.zeros((pad,) + x.shape[1:], x.dtype)]) if pad else x
-        return x.reshape((nb, batch_size) + x.shape[1:])
-
-    out = jax.lax.map(lambda a: fn(*a), tuple(split(x) for x in xs))
-    return jax.tree_util.tree_map(lambda y: y.reshape((nb * batch_size,) + y.shape[2:])[:n],
-                                  out)
-
-
 def _default_batch(m: int, d: int) -> int:
     # eigh workspace + noise + projections: a few (d, d) float32 arrays per item
     return int(max(1, min(m, DEFAULT_MAX_CHUNK_BYTES // (4 * 8 * d * d))))
@@ -333,7 +312,7 @@ def _ssp_solve(A, b, key, sigma_A, sigma_b, reg, extra, *, psd, batch_size, nois
             A_b, b_b = A_b + E, b_b + e
         return _solve_systems(A_b, b_b, extra_p, reg, psd)
 
-    return _batched(solve, (A, b, jnp.arange(m, dtype=jnp.uint32)), batch_size)
+    return map_batches(solve, (A, b, jnp.arange(m, dtype=jnp.uint32)), batch_size)
 
 
 def _batch_noise(key, idx, d, sigma_A, sigma_b):
@@ -377,8 +356,17 @@ def ssp_item_step(layout: Layout, X: jax.Array, weights: jax.Array | None,
                               jnp.float32(sigma_b), jnp.float32(reg),
                               None if extra is None else jnp.asarray(extra, jnp.float32),
                               jnp.asarray(empty, jnp.uint32), psd=psd,
-                              batch_size=_default_batch(layout.n_rows, d),
-                              noisy=not noiseless)
+                              batch_size=solve_block_rows(d), noisy=not noiseless)
+
+
+#: Working set of one block of the fused item step's solves (noise, Π(Â), M, eigh/Cholesky
+#: workspace: ~8 (d, d) float32 arrays per item).
+SOLVE_BLOCK_BYTES = 32 * 2**20
+
+
+def solve_block_rows(d: int) -> int:
+    """Items per block of the fused item step's noise + solve."""
+    return int(max(1, SOLVE_BLOCK_BYTES // (4 * 8 * d * d)))
 
 
 def empty_rows(layout: Layout) -> np.ndarray:
@@ -390,9 +378,15 @@ def private_item_solve_chunk(c: Chunk, X, weights, labels, key, sigma_A, sigma_b
                              *, psd: str, batch_size: int, noisy: bool):
     """θ ``(n, d)`` of one chunk's rows: statistics, noise of item ``rows[k]``, solve (the
     body of :func:`ssp_item_step`, also used per device by :mod:`dpmt.solvers.sharding`)."""
-    A, b = _chunk_statistics(c, X, weights, labels)
-    return private_rows_solve(A, b, c.rows.astype(jnp.uint32), key, sigma_A, sigma_b, reg,
-                              extra_p, psd=psd, batch_size=batch_size, noisy=noisy)
+    d = X.shape[-1]
+
+    def block(sc: Chunk):
+        A, b = _chunk_statistics(sc, X, weights, labels)
+        return private_rows_solve(A, b, sc.rows.astype(jnp.uint32), key, sigma_A, sigma_b, reg,
+                                  extra_p, psd=psd, batch_size=batch_size, noisy=noisy)
+
+    # blocks of rows: the gathered block stays in cache, the solve workspace stays small
+    return map_row_blocks(block, c, dim=d, max_rows=batch_size)
 
 
 def private_rows_solve(A, b, idx, key, sigma_A, sigma_b, reg, extra_p, *, psd: str,
@@ -406,7 +400,7 @@ def private_rows_solve(A, b, idx, key, sigma_A, sigma_b, reg, extra_p, *, psd: s
             A_b, b_b = A_b + E, b_b + e
         return _solve_systems(A_b, b_b, extra_p, reg, psd)
 
-    return _batched(solve, (A, b, idx), batch_size)
+    return map_batches(solve, (A, b, idx), batch_size)
 
 
 @jax.jit(static_argnames=("psd", "batch_size", "noisy"))

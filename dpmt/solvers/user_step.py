@@ -10,8 +10,9 @@ Squares", Algorithm 1 user update; step 1 of ``dpam_protocol.md`` §2):
 privacy. With implicit feedback ``y_ij = 1``. The clip to ``C`` bounds each user's contribution
 to the next private item step (:func:`dpmt.solvers.ssp.ssp_sensitivities`).
 
-Computed per bucket chunk of a user layout (rows = users): gather ``V[items]`` into a
-``(n, L, d)`` block, one batched Gram product, batched Cholesky factor/solve. Users without
+Computed per bucket chunk of a user layout (rows = users), in cache-sized blocks of rows:
+gather ``V[items]`` into a ``(n, L, d)`` block, one batched Gram product, batched Cholesky
+factor/solve. Users without
 ratings get ``u_j = 0``. The same function folds in evaluation users from their history.
 """
 
@@ -22,7 +23,8 @@ import jax.numpy as jnp
 from jax.scipy.linalg import cho_factor, cho_solve
 
 from dpmt.errors import ConfigError, check_range
-from dpmt.solvers.layout import Chunk, Layout, count_trace, gather_slots, require_kind
+from dpmt.solvers.layout import (Chunk, Layout, count_trace, gather_slots, map_row_blocks,
+                                 require_kind, weighted_gram)
 
 _HI = jax.lax.Precision.HIGHEST
 
@@ -78,16 +80,15 @@ def _solve_users(layout, V, labels, weights, reg, alpha0, clip_norm):
     # Shared part of every system: α0 VᵀV + λI (public V).
     base = alpha0 * jnp.matmul(V.T, V, precision=_HI) + reg * jnp.eye(d, dtype=jnp.float32)
 
-    def chunk_solve(c: Chunk):
+    def block_solve(c: Chunk):
         y = gather_slots(labels, c)                            # (n, L)
         w = gather_slots(weights, c)
-        Vg = V[c.cols]                                         # (n, L, d)
-        A = jnp.einsum("nld,nle->nde", Vg * w[..., None], Vg, precision=_HI) + base
-        rhs = jnp.einsum("nl,nld->nd", w * y, Vg, precision=_HI)
-        fac = cho_factor(A, lower=True)
+        G, rhs = weighted_gram(V, c, w, y)                     # Σ c v vᵀ, Σ c y v
+        fac = cho_factor(G + base, lower=True)
         return cho_solve(fac, rhs[..., None])[..., 0]
 
-    U = layout.assemble(layout.map_chunks(chunk_solve))
+    # blocks of rows inside each chunk: the gathered (rows, L, d) block stays in cache
+    U = layout.assemble(layout.map_chunks(lambda c: map_row_blocks(block_solve, c, dim=d)))
     if clip_norm is not None:
         U = clip_rows(U, clip_norm)
     return U

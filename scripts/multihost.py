@@ -1,0 +1,191 @@
+#!/usr/bin/env python
+"""Private alternating minimisation across several processes (hosts) with jax.distributed.
+
+Each process runs this same program (SPMD, one process per host on a cluster). After
+``jax.distributed.initialize`` the mesh spans every process's devices; the user and item
+layouts are sharded by rows over it (:mod:`dpmt.solvers.sharding`), so each process
+materialises and solves only its share of users (user step) and of items (item step); the
+results are all-gathered (CPU: gloo over TCP), so every process ends with the same V.
+
+One worker::
+
+    python scripts/multihost.py worker --coordinator 10.0.0.1:12345 --num-processes 4 \\
+        --process-id $RANK --out v.npz [--local-devices 1] [data/model options]
+
+All workers on this machine over loopback (what tests/test_sharding.py does), plus the
+single-process reference and the comparison::
+
+    python scripts/multihost.py launch --num-processes 2 --out /tmp/mh
+
+Data: every process generates the same synthetic ratings from the seed (a stand-in for each
+host reading its shard of a dataset; only the device-resident layout shards are per-process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+
+def add_model_args(p):
+    p.add_argument("--users", type=int, default=600)
+    p.add_argument("--items", type=int, default=200)
+    p.add_argument("--interactions", type=int, default=12_000)
+    p.add_argument("--dim", type=int, default=8)
+    p.add_argument("--iterations", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+
+
+def train(args, mesh=None):
+    """Two (or --iterations) private iterations; sharded over ``mesh`` if given, else the
+    single-device functions. Returns V (numpy) and the seconds per iteration."""
+    import jax
+    import numpy as np
+
+    from dpmt.data import make_synthetic
+    from dpmt.solvers import layout as L
+    from dpmt.solvers import sharding as S
+    from dpmt.solvers.ssp import noisy_gramian, ssp_item_step
+    from dpmt.solvers.user_step import solve_users
+
+    r = make_synthetic(n_users=args.users, n_items=args.items,
+                       n_interactions=args.interactions, seed=args.seed)
+    d = args.dim
+    TL, UL = L.task_layout(r, dim=d), L.user_layout(r, dim=d)
+    w = np.random.default_rng(args.seed).uniform(0.2, 1.0, r.nnz).astype(np.float32)
+    if mesh is None:
+        users = lambda V: solve_users(UL, V, reg=1.0, alpha0=0.1, clip_norm=1.0)
+        items = lambda U, k, e: ssp_item_step(TL, U, w, None, k, 0.5, 0.5, 1.0, extra=e)
+    else:
+        st, su = S.shard_layout(TL, mesh), S.shard_layout(UL, mesh)
+        users = lambda V: S.sharded_solve_users(mesh, su, V, reg=1.0, alpha0=0.1, clip_norm=1.0)
+        items = lambda U, k, e: S.sharded_ssp_item_step(mesh, st, U, w, None, k, 0.5, 0.5, 1.0,
+                                                        extra=e)
+    V = 0.1 * jax.random.normal(jax.random.PRNGKey(args.seed), (r.n_items, d))
+    if mesh is not None:
+        V = S.replicate(np.asarray(V), mesh)
+    key = jax.random.PRNGKey(args.seed + 1)
+    times = []
+    for t in range(args.iterations):
+        t0 = time.perf_counter()
+        kg, ki = jax.random.split(jax.random.fold_in(key, t))
+        U = users(V)
+        extra = 0.1 * noisy_gramian(U, kg, 0.3)
+        V = items(U, ki, extra)
+        jax.block_until_ready(V)
+        times.append(time.perf_counter() - t0)
+    # V is replicated: every process can read all of it
+    return np.asarray(jax.device_get(V.addressable_shards[0].data) if mesh is not None
+                      else V), times
+
+
+def cmd_worker(args) -> int:
+    import jax
+
+    if args.local_devices > 1:
+        jax.config.update("jax_num_cpu_devices", args.local_devices)
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(coordinator_address=args.coordinator,
+                               num_processes=args.num_processes, process_id=args.process_id,
+                               initialization_timeout=120)
+    import numpy as np
+
+    from dpmt.solvers import sharding as S
+
+    mesh = S.make_mesh()
+    info = {"process": jax.process_index(), "processes": jax.process_count(),
+            "global_devices": len(jax.devices()), "local_devices": len(jax.local_devices())}
+    V, times = train(args, mesh)
+    info["seconds"] = times
+    if args.out:
+        np.savez(args.out, V=V)
+        with open(args.out + ".json", "w") as f:
+            json.dump(info, f)
+    print("WORKER " + json.dumps(info), flush=True)
+    jax.distributed.shutdown()
+    return 0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cmd_launch(args) -> int:
+    """Start ``--num-processes`` workers on 127.0.0.1 (free port), then the single-process
+    reference; print the largest difference of V."""
+    import numpy as np
+
+    os.makedirs(args.out, exist_ok=True)
+    port = free_port()
+    model = [f"--{k}={getattr(args, k)}" for k in
+             ("users", "items", "interactions", "dim", "iterations", "seed")]
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env.pop("XLA_FLAGS", None)
+    procs = []
+    for i in range(args.num_processes):
+        cmd = [sys.executable, __file__, "worker", f"--coordinator=127.0.0.1:{port}",
+               f"--num-processes={args.num_processes}", f"--process-id={i}",
+               f"--local-devices={args.local_devices}",
+               f"--out={os.path.join(args.out, f'v{i}.npz')}"] + model
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    outs, ok = [], True
+    for p in procs:
+        try:
+            o, e = p.communicate(timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            o, e = p.communicate()
+            ok = False
+        outs.append((p.returncode, o, e))
+        ok &= p.returncode == 0
+    if not ok:
+        for i, (rc, o, e) in enumerate(outs):
+            print(f"--- worker {i} exit {rc}\n{o[-2000:]}\n{e[-4000:]}", file=sys.stderr)
+        return 1
+    Vs = [np.load(os.path.join(args.out, f"v{i}.npz"))["V"] for i in range(args.num_processes)]
+    ref_args = argparse.Namespace(**{k: getattr(args, k) for k in
+                                     ("users", "items", "interactions", "dim", "iterations",
+                                      "seed")})
+    V1, _ = train(ref_args, None)
+    res = {"num_processes": args.num_processes, "local_devices": args.local_devices,
+           "max_abs_diff_vs_single_process": float(max(np.abs(V - V1).max() for V in Vs)),
+           "max_abs_diff_between_processes": float(max(np.abs(V - Vs[0]).max() for V in Vs)),
+           "scale": float(np.abs(V1).max()),
+           "workers": [json.loads(open(os.path.join(args.out, f"v{i}.npz.json")).read())
+                       for i in range(args.num_processes)]}
+    print("RESULT " + json.dumps(res), flush=True)
+    return 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    w = sub.add_parser("worker", help="one process of a multi-process run")
+    w.add_argument("--coordinator", required=True, help="host:port of process 0")
+    w.add_argument("--num-processes", type=int, required=True)
+    w.add_argument("--process-id", type=int, required=True)
+    w.add_argument("--local-devices", type=int, default=1, help="CPU devices per process")
+    w.add_argument("--out", default=None, help="write V (npz) here")
+    add_model_args(w)
+    la = sub.add_parser("launch", help="run N workers on this machine and compare with one "
+                                       "process")
+    la.add_argument("--num-processes", type=int, default=2)
+    la.add_argument("--local-devices", type=int, default=1)
+    la.add_argument("--out", default="runs/multihost")
+    la.add_argument("--timeout", type=float, default=600)
+    add_model_args(la)
+    args = p.parse_args(argv)
+    return cmd_worker(args) if args.cmd == "worker" else cmd_launch(args)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.exit(main())

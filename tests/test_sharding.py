@@ -1,0 +1,138 @@
+"""Multi-device item and user steps (dpmt.solvers.sharding): same seed, same model on 1, 2 and
+4 devices. CPU devices come from XLA_FLAGS=--xla_force_host_platform_device_count=4, which
+must be set before JAX starts, so the multi-device checks run in a subprocess."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from dpmt.data import make_synthetic
+from dpmt.errors import ConfigError
+from dpmt.solvers import layout as L
+from dpmt.solvers import sharding
+
+
+def test_pad_layout_keeps_every_entry_and_row():
+    r = make_synthetic(n_users=120, n_items=60, n_interactions=1500, seed=2)
+    for lay, row in ((L.task_layout(r, dim=4, max_chunk_bytes=3000), r.item),
+                     (L.user_layout(r, dim=4, max_chunk_bytes=3000), r.user)):
+        for k in (1, 3, 4):
+            p = sharding.pad_layout(lay, k)
+            assert all(b.chunk_rows % k == 0 for b in p.buckets)
+            r0, c0, p0 = lay.triplets()
+            r1, c1, p1 = p.triplets()
+            o0, o1 = np.argsort(p0), np.argsort(p1)
+            np.testing.assert_array_equal(p0[o0], p1[o1])
+            np.testing.assert_array_equal(r0[o0], r1[o1])
+            np.testing.assert_array_equal(c0[o0], c1[o1])
+            # inverse: each non-empty row points at its own slot row
+            flat = np.concatenate([np.asarray(b.rows).reshape(-1) for b in p.buckets])
+            inv = np.asarray(p.inverse)
+            nonempty = np.bincount(row, minlength=lay.n_rows) > 0
+            np.testing.assert_array_equal(flat[inv[nonempty]], np.flatnonzero(nonempty))
+            assert np.all(inv[~nonempty] == p.total_rows)
+
+
+def test_mesh_and_layout_checks():
+    with pytest.raises(ConfigError, match="device_count"):
+        sharding.make_mesh(10_000)
+    mesh = sharding.make_mesh(1)
+    r = make_synthetic(n_users=50, n_items=20, n_interactions=300, seed=0)
+    with pytest.raises(ConfigError, match="ShardedLayout"):
+        sharding.sharded_solve_users(mesh, L.user_layout(r, dim=2), np.zeros((20, 2)))
+    su = sharding.shard_layout(L.user_layout(r, dim=2), mesh)
+    with pytest.raises(ConfigError, match="one row per item"):
+        sharding.sharded_ssp_item_step(mesh, su, np.zeros((50, 2)), None, None, None,
+                                       0.0, 0.0, 1.0)
+
+
+SCRIPT = textwrap.dedent("""
+    import json
+    import jax, jax.numpy as jnp, numpy as np
+    from dpmt.data import make_synthetic
+    from dpmt.data.ratings import Ratings
+    from dpmt.solvers import layout as L, sharding as S
+    from dpmt.solvers.ssp import noisy_gramian, ssp_item_step
+    from dpmt.solvers.user_step import solve_users
+
+    assert len(jax.devices()) == 4, jax.devices()
+    # 40 items nobody rated (they still get a noisy solve), several chunks per bucket
+    r = make_synthetic(n_users=300, n_items=160, n_interactions=5000, seed=3)
+    keep = r.item < 120
+    r = Ratings(r.user[keep], r.item[keep], r.value[keep], r.user_ids, r.item_ids)
+    d = 6
+    # growth 4: few buckets (each bucket is one more kernel instance to compile per mesh)
+    TL = L.task_layout(r, dim=d, max_chunk_bytes=20_000, growth=4.0)
+    UL = L.user_layout(r, dim=d, max_chunk_bytes=20_000, growth=4.0)
+    rng = np.random.default_rng(0)
+    w = rng.uniform(0.2, 1.0, r.nnz).astype(np.float32)
+    y = rng.uniform(0.5, 1.5, r.nnz).astype(np.float32)
+
+    def run(steps):
+        V = 0.3 * jax.random.normal(jax.random.PRNGKey(0), (r.n_items, d))
+        k = jax.random.PRNGKey(7)
+        for t in range(2):                     # two alternating-minimisation iterations
+            kg, ki = jax.random.split(jax.random.fold_in(k, t))
+            U = steps["users"](V)
+            extra = 0.1 * noisy_gramian(U, kg, 0.3)
+            V = steps["items"](U, ki, extra)
+        return np.asarray(U), np.asarray(V)
+
+    out = {}
+    ref = run({"users": lambda V: solve_users(UL, V, y, reg=1.0, alpha0=0.1, clip_norm=1.0),
+               "items": lambda U, k, e: ssp_item_step(TL, U, w, y, k, 0.5, 0.4, 1.0,
+                                                      extra=e)})
+    for D in (1, 2, 4):
+        mesh = S.make_mesh(D)
+        st, su = S.shard_layout(TL, mesh), S.shard_layout(UL, mesh)
+        got = run({"users": lambda V: S.sharded_solve_users(mesh, su, V, y, reg=1.0,
+                                                           alpha0=0.1, clip_norm=1.0),
+                   "items": lambda U, k, e: S.sharded_ssp_item_step(
+                       mesh, st, U, w, y, k, 0.5, 0.4, 1.0, extra=e)})
+        V_sh = S.sharded_ssp_item_step(mesh, st, ref[0], w, y, jax.random.PRNGKey(1), 0.5,
+                                       0.4, 1.0, extra=jnp.eye(d))
+        out[D] = {"U": float(np.abs(got[0] - ref[0]).max()),
+                  "V": float(np.abs(got[1] - ref[1]).max()),
+                  "V_scale": float(np.abs(ref[1]).max()),
+                  "replicated": bool(V_sh.sharding.is_fully_replicated
+                                     and len(V_sh.sharding.device_set) == D),
+                  "empty_items_nonzero": bool(np.all(np.abs(got[1][120:]).sum(1) > 0))}
+    print("RESULT" + json.dumps(out))
+""")
+
+
+def test_same_model_on_1_2_4_devices():
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
+               JAX_PLATFORMS="cpu")
+    p = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    line = [x for x in p.stdout.splitlines() if x.startswith("RESULT")][-1]
+    res = {int(k): v for k, v in json.loads(line[len("RESULT"):]).items()}
+    assert res[1]["U"] == 0.0 and res[1]["V"] == 0.0      # one device: the same program
+    for D in (2, 4):
+        assert res[D]["U"] <= 1e-5, res
+        assert res[D]["V"] <= 1e-4 * max(1.0, res[D]["V_scale"]), res
+    assert all(v["replicated"] and v["empty_items_nonzero"] for v in res.values())
+
+
+def test_two_processes_through_jax_distributed_match_one_process(tmp_path):
+    """scripts/multihost.py: 2 processes on 127.0.0.1 (jax.distributed + gloo collectives),
+    each holding its share of the row-sharded layouts, give the single-process model."""
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "scripts", "multihost.py")
+    p = subprocess.run([sys.executable, script, "launch", "--num-processes", "2",
+                        "--out", str(tmp_path), "--iterations", "1", "--users", "300",
+                        "--items", "100", "--interactions", "5000", "--timeout", "240"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-4000:])
+    res = json.loads([x for x in p.stdout.splitlines() if x.startswith("RESULT ")][-1][7:])
+    assert [w["global_devices"] for w in res["workers"]] == [2, 2]
+    assert sorted(w["process"] for w in res["workers"]) == [0, 1]
+    assert res["max_abs_diff_between_processes"] == 0.0
+    assert res["max_abs_diff_vs_single_process"] <= 1e-4 * max(1.0, res["scale"])
