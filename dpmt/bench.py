@@ -184,6 +184,33 @@ def peak_rss_bytes() -> int:
     return int(r if sys.platform == "darwin" else r * 1024)
 
 
+def _status_bytes(field: str) -> int | None:
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def reset_peak_rss() -> bool:
+    """Reset the kernel's peak-RSS mark (``VmHWM``) to the current RSS (Linux ≥ 4.0:
+    ``echo 5 > /proc/self/clear_refs``), so that :func:`window_peak_rss_bytes` measures the
+    peak of what runs next (``ru_maxrss`` cannot be reset)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def window_peak_rss_bytes() -> int | None:
+    """``VmHWM``: peak RSS since the last :func:`reset_peak_rss` (None where unavailable)."""
+    return _status_bytes("VmHWM")
+
+
 # ---------------------------------------------------------------------------------------
 # Data
 # ---------------------------------------------------------------------------------------
@@ -292,6 +319,8 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
 
     rows: list[dict] = []
     traces: list[dict] = []
+    rss_before = _status_bytes("VmRSS")
+    window = reset_peak_rss()
     for t in range(iterations + 1):
         peak.sample()
         before = layout_mod.trace_count()
@@ -306,7 +335,8 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
         V_new, t_item = _timed(lambda: item_step(U, k_item, s_a, s_b, extra))
         row = {"user_step": t_user, "gramian": t_gram, "item_step": t_item}
         if devices > 1:   # back to one device for noisy GD (not sharded)
-            U, V = (jax.device_put(np.asarray(x), jax.devices()[0]) for x in (U, V))
+            U, V, extra = (jax.device_put(np.asarray(x), jax.devices()[0])
+                           for x in (U, V, extra))
         if gd_state is not None:
             embedding_params, gd_step, opt = gd_state
             params = embedding_params(V)
@@ -367,6 +397,9 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
     # peak memory of the training iterations (before the breakdown, which materialises the
     # (m, d, d) statistics to time their parts separately)
     out["peak_rss_bytes"] = peak_rss_bytes()
+    # the iterations alone: resident data + layouts + the steps' working sets
+    out["rss_before_iterations_bytes"] = rss_before
+    out["iterations_peak_rss_bytes"] = window_peak_rss_bytes() if window else None
     if breakdown:
         out["item_step_breakdown"] = item_step_breakdown(items, U, w_j, dim, cfg, cal, P)
     out["machine"] = machine_info()
@@ -543,7 +576,8 @@ def markdown_tables(results: list[dict], raw_dir: str | None = None) -> str:
     lines += ["### Per iteration (steady state, after one warm-up iteration)", "",
               "| data | users | items | interactions | d | devices | item step s | item GFLOP "
               "| item % peak | user step s | user GFLOP | user % peak | GD step s | GD % peak | "
-              "compile s (item/user) | recompiles | matmul peak GFLOP/s | peak RSS GiB |",
+              "compile s (item/user) | recompiles | matmul peak GFLOP/s | peak RSS GiB "
+              "(run / iterations) |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
               "---:|---:|---:|"]
     for r in sorted(results, key=lambda r: (r["dim"], r.get("devices", 1), r["interactions"])):
@@ -560,7 +594,9 @@ def markdown_tables(results: list[dict], raw_dir: str | None = None) -> str:
                "– | – | ")
             + f"{it['compile_seconds']:.1f} / {us['compile_seconds']:.1f} | "
             f"{r['recompilations_after_first_iteration']} | "
-            f"{r['matmul_peak_flops'] / 1e9:.0f} | {_gib(r['peak_rss_bytes'])} |")
+            f"{r['matmul_peak_flops'] / 1e9:.0f} | {_gib(r['peak_rss_bytes'])}"
+            + (f" / {_gib(r['iterations_peak_rss_bytes'])}"
+               if r.get("iterations_peak_rss_bytes") else "") + " |")
     bd = [r for r in results if "item_step_breakdown" in r]
     if bd:
         lines += ["", "### Item step, part by part (each timed alone, all items)", "",
