@@ -206,6 +206,25 @@ def reset_peak_rss() -> bool:
         return False
 
 
+def live_device_bytes(exclude_shapes=()) -> int:
+    """Bytes of every live JAX array (but those of ``exclude_shapes``: the matmul-peak
+    operands), summed over the shards each device holds (a replicated array counts once per
+    device): the device-resident data the scaling model predicts."""
+    import jax
+
+    seen: dict = {}
+    for a in jax.live_arrays():
+        if a.shape in exclude_shapes:
+            continue
+        for s in a.addressable_shards:
+            try:   # two Array objects may share one buffer: count it once
+                ptr = (s.device, s.data.unsafe_buffer_pointer())
+            except Exception:  # noqa: BLE001 - no pointer on this backend: count the object
+                ptr = id(s.data)
+            seen[ptr] = s.data.nbytes
+    return int(sum(seen.values()))
+
+
 def window_peak_rss_bytes() -> int | None:
     """``VmHWM``: peak RSS since the last :func:`reset_peak_rss` (None where unavailable)."""
     return _status_bytes("VmHWM")
@@ -255,9 +274,9 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
                log=print) -> dict:
     """Measure one (dataset, d): see the module docstring. Returns the JSON-able result.
 
-    ``devices > 1`` runs the user and item steps row-sharded over that many devices
+    ``devices > 1`` runs the user, item and noisy-GD steps row-sharded over that many devices
     (:mod:`dpmt.solvers.sharding`; on CPU the devices must exist already, see :func:`run`);
-    the noisy-GD step and the breakdown stay on one device."""
+    the part-by-part breakdown stays on one device."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -288,6 +307,12 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
     t_setup = time.perf_counter() - t0
     log(f"layouts + weights: {t_setup:.1f}s; padding {items.padding_overhead:.3f} (items), "
         f"{users.padding_overhead:.3f} (users)")
+    padding = {"items": items.padding_overhead, "users": users.padding_overhead,
+               "item_buckets": len(items.buckets), "user_buckets": len(users.buckets)}
+    # counted on the one-device layouts (the sharded ones add a few pad rows: conservative)
+    fl_item = item_step_flops(items, dim, extra=cfg.gravity > 0)
+    fl_user = user_step_flops(users, train.n_items, dim)
+    fl_gd = gd_step_flops(items, train.n_users, dim)
 
     key = jax.random.PRNGKey(seed)
     V = cfg.init_scale * jax.random.normal(key, (train.n_items, dim), jnp.float32)
@@ -295,6 +320,7 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
                                       clip_norm=cfg.user_clip)
     item_step = lambda U, k, s_a, s_b, extra: ssp_item_step(items, U, w_j, None, k, s_a, s_b,
                                                             cfg.reg, extra=extra)
+    mesh, gd_items, gd_w = None, items, w_j
     if devices > 1:
         from dpmt.solvers import sharding
 
@@ -305,6 +331,11 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
             mesh, users_s, V, reg=cfg.reg, alpha0=cfg.gravity, clip_norm=cfg.user_clip)
         item_step = lambda U, k, s_a, s_b, extra: sharding.sharded_ssp_item_step(
             mesh, items_s, U, w_s, None, k, s_a, s_b, cfg.reg, extra=extra)
+        gd_items, gd_w = items_s, w_s
+        # only the sharded copies stay alive, as in fit (the breakdown is a one-device
+        # measurement: the devices=1 rows have it)
+        items = users = w_j = None
+        breakdown = False
     gd_state = None
     if gd:
         import optax
@@ -314,13 +345,14 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
 
         enc = EmbeddingEncoder(n_items=train.n_items, dim=dim)
         opt = optax.sgd(cfg.gd_learning_rate)
-        gd_step = make_noisy_gd_step(enc, opt, path="embedding", poisson=False)
+        gd_step = make_noisy_gd_step(enc, opt, path="embedding", poisson=False, mesh=mesh)
         gd_state = (embedding_params, gd_step, opt)
 
     rows: list[dict] = []
     traces: list[dict] = []
     rss_before = _status_bytes("VmRSS")
     window = reset_peak_rss()
+    iterations_peak, steady_from, live = None, None, 0
     for t in range(iterations + 1):
         peak.sample()
         before = layout_mod.trace_count()
@@ -334,23 +366,26 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
         s_b = cal.by_name(f"iter{t}/ssp_b").noise_std
         V_new, t_item = _timed(lambda: item_step(U, k_item, s_a, s_b, extra))
         row = {"user_step": t_user, "gramian": t_gram, "item_step": t_item}
-        if devices > 1:   # back to one device for noisy GD (not sharded)
-            U, V, extra = (jax.device_put(np.asarray(x), jax.devices()[0])
-                           for x in (U, V, extra))
         if gd_state is not None:
             embedding_params, gd_step, opt = gd_state
             params = embedding_params(V)
             opt_state = opt.init(params)
             scalars = (jnp.float32(cfg.gd_clip), jnp.float32(1.0), jnp.float32(1.0),
                        jnp.float32(cfg.reg), jnp.float32(train.n_users))
-            _, t_gd = _timed(lambda: gd_step(params, opt_state, items, U, w_j, None, k_item,
+            _, t_gd = _timed(lambda: gd_step(params, opt_state, gd_items, U, gd_w, None, k_item,
                                              *scalars, extra))
             row["gd_step"] = t_gd
+        # U, V and V_new all alive here
+        live = max(live, live_device_bytes({(peak.n, peak.n)}))
         V = V_new
         if not bool(jnp.all(jnp.isfinite(V))):
             raise FloatingPointError("non-finite item embeddings in the benchmark")
         traces.append(_trace_diff(before, layout_mod.trace_count()))
         rows.append(row)
+        if t == 0 and window:   # what the iterations hold once compiled (model check)
+            iterations_peak = window_peak_rss_bytes()
+            window = reset_peak_rss()
+            steady_from = _status_bytes("VmRSS")
         log(f"iteration {t}: " + ", ".join(f"{k} {v:.2f}s" for k, v in row.items())
             + f"; compilations {traces[-1]}")
     peak.sample()
@@ -360,9 +395,6 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
         return float(min(xs)), float(np.median(xs))
 
     P = peak.flops
-    fl_item = item_step_flops(items, dim, extra=cfg.gravity > 0)
-    fl_user = user_step_flops(users, train.n_items, dim)
-    fl_gd = gd_step_flops(items, train.n_users, dim)
     out: dict[str, Any] = {
         "schema": SCHEMA_VERSION,
         "dataset": dataset if not dataset.startswith("synthetic") else
@@ -372,8 +404,7 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
         "iterations_timed": int(iterations),
         "matmul_peak_flops": P, "matmul_peak_samples": peak.samples,
         "setup_seconds": {"data": t_data, "layouts_and_weights": t_setup},
-        "padding": {"items": items.padding_overhead, "users": users.padding_overhead,
-                    "item_buckets": len(items.buckets), "user_buckets": len(users.buckets)},
+        "padding": padding,
         "noise_std": {"ssp_A": cal.by_name("iter0/ssp_A").noise_std,
                       "ssp_b": cal.by_name("iter0/ssp_b").noise_std,
                       "gramian": cal.by_name("iter0/gramian").noise_std},
@@ -399,7 +430,15 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
     out["peak_rss_bytes"] = peak_rss_bytes()
     # the iterations alone: resident data + layouts + the steps' working sets
     out["rss_before_iterations_bytes"] = rss_before
-    out["iterations_peak_rss_bytes"] = window_peak_rss_bytes() if window else None
+    steady_rss = window_peak_rss_bytes() if window else None
+    out["iterations_peak_rss_bytes"] = (max(iterations_peak or 0, steady_rss) if steady_rss
+                                        else iterations_peak)
+    # after the first (compiling) iteration
+    out["steady_peak_rss_bytes"] = steady_rss
+    out["rss_after_first_iteration_bytes"] = steady_from
+    # the device-resident arrays at their largest (U, V, V_new alive): the model's data terms
+    out["live_device_bytes"] = live
+    out["host_ratings_bytes"] = int(train.user.nbytes + train.item.nbytes + train.value.nbytes)
     if breakdown:
         out["item_step_breakdown"] = item_step_breakdown(items, U, w_j, dim, cfg, cal, P)
     out["machine"] = machine_info()

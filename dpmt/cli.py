@@ -140,6 +140,10 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-privacy", action="store_true",
                    help="train without noise (the non-private baseline)")
     p.add_argument("--seed", type=int, default=d.seed, help="random seed (default: 0)")
+    p.add_argument("--devices", type=_positive_int("--devices"), default=d.devices,
+                   help="shard the user step (users) and the item step (items) over this "
+                        "many devices; the same seed gives the same model on any number (on "
+                        "CPU: that many host devices, one core each; default: 1)")
 
 
 def config_from_args(args) -> "TrainConfig":
@@ -155,7 +159,7 @@ def config_from_args(args) -> "TrainConfig":
         gd_sampling_rate=args.gd_sampling_rate, encoder=args.encoder,
         epsilon=args.epsilon, delta=args.delta, accountant=args.accountant,
         count_noise_multiplier=args.count_noise_multiplier, private=not args.no_privacy,
-        seed=args.seed)
+        seed=args.seed, devices=args.devices)
 
 
 def cmd_fetch(args) -> int:
@@ -188,6 +192,8 @@ def cmd_train(args) -> int:
             raise ConfigError(f"cannot resume {args.resume}: no config.json there (was it "
                               "started with `dpmt train --out` ?)")
         cfg = TrainConfig.from_dict(json.loads(saved.read_text()))
+        if args.devices != 1:   # execution only: the model does not depend on it
+            cfg = cfg.replace(devices=args.devices)
         result = run(cfg, out_dir=args.resume, progress=not args.quiet, resume=True)
         print(result.report())
         return 0
@@ -299,6 +305,10 @@ def main(argv=None) -> int:
         parser.print_help()
         return 2
     try:
+        if getattr(args, "devices", 1) > 1:   # before anything starts JAX's backend
+            from dpmt.solvers.sharding import request_devices
+
+            request_devices(args.devices)
         return int(args.func(args) or 0)
     except DpmtError as e:
         print(f"dpmt {args.command}: error: {e}", file=sys.stderr)

@@ -60,6 +60,12 @@ class TrainConfig:
         ``count_noise_ratio``). b_noise_ratio / gram_noise_ratio: noise of b̂ and Ĝ_U
         relative to Â (the explicit split of the budget).
 
+    Execution:
+      devices: shard the item step (items; users for noisy GD with the MLP encoder) and the
+        user step (users) over this many devices (:mod:`dpmt.solvers.sharding`). Does not change the model: the noise of item
+        i is keyed by i, so 1, 2 or 4 devices give the same V up to float32 round-off. On
+        CPU, that many host devices are created when JAX has not started yet.
+
     seed: everything random derives from ``jax.random.PRNGKey(seed)``.
     """
 
@@ -101,6 +107,7 @@ class TrainConfig:
     b_noise_ratio: float = 1.0
     gram_noise_ratio: float = 1.0
 
+    devices: int = 1
     seed: int = 0
 
     def __post_init__(self):
@@ -147,6 +154,7 @@ class TrainConfig:
                               f"(got {self.split_fractions})")
         check_range("heldout_users", self.heldout_users, low=1, integer=True)
         check_range("seed", self.seed, low=0, integer=True)
+        check_range("devices", self.devices, low=1, integer=True)
         if self.weights in ("uniform", "tail") and not float(self.budget).is_integer():
             raise ConfigError(f"weights={self.weights!r} samples k = budget items per user, so "
                               f"budget must be an integer (got {self.budget})")

@@ -218,8 +218,7 @@ def fit(train: Ratings, config: TrainConfig | None = None, *, validation=None, t
       a :class:`FitResult`.
     """
     from dpmt.solvers import layout as layout_mod
-    from dpmt.solvers.ssp import noisy_gramian, ssp_item_step
-    from dpmt.solvers.user_step import solve_users
+    from dpmt.solvers.ssp import noisy_gramian
 
     cfg = config or TrainConfig()
     if train.nnz == 0:
@@ -255,10 +254,14 @@ def fit(train: Ratings, config: TrainConfig | None = None, *, validation=None, t
 
     items = layout_mod.task_layout(train, dim=cfg.dim)
     users = layout_mod.user_layout(train, dim=cfg.dim)
+    steps = _Steps(cfg, items, users)
+    del items, users   # with devices > 1, only the sharded copies (held by steps) stay alive
     V = initial_items(k_init, train.n_items, cfg.dim, cfg.init_scale)
     start = 0
     history: list[dict] = []
-    gd = _GDState(cfg, item_features, train) if cfg.solver == "gd" else None
+    gd = _GDState(cfg, item_features, train, steps.mesh,
+                  task_layout=steps.items, user_layout=steps.users) \
+        if cfg.solver == "gd" else None
     if state is not None:
         V, start, history = jnp.asarray(state["V"]), state["iteration"], state["history"]
         if gd is not None and state.get("gd_params") is not None:
@@ -269,7 +272,7 @@ def fit(train: Ratings, config: TrainConfig | None = None, *, validation=None, t
         kt = jax.random.fold_in(k_iter, t)
         k_gram, k_item = jax.random.split(kt)
         # a. exact user solve (never released)
-        U = solve_users(users, V, reg=cfg.reg, alpha0=cfg.gravity, clip_norm=cfg.user_clip)
+        U = steps.solve_users(V)
         # b. noisy Gramian for the gravity term
         extra = None
         if cfg.gravity > 0:
@@ -280,7 +283,7 @@ def fit(train: Ratings, config: TrainConfig | None = None, *, validation=None, t
         if cfg.solver == "ssp":
             s_a = _record(ledger, cal, f"iter{t}/ssp_A")
             s_b = _record(ledger, cal, f"iter{t}/ssp_b")
-            V = ssp_item_step(items, U, w_j, None, k_item, s_a, s_b, cfg.reg, extra=extra)
+            V = steps.ssp_item_step(U, w_j, k_item, s_a, s_b, extra)
         else:
             rel_name = f"iter{t}/gd"
             z = 0.0
@@ -288,7 +291,7 @@ def fit(train: Ratings, config: TrainConfig | None = None, *, validation=None, t
                 z = cal.by_name(rel_name).noise_multiplier
                 ledger.record(cal.by_name(rel_name))
             n_norm = float(noisy_n) if noisy_n is not None else float(train.n_users)
-            V = gd.step(V, U, w_j, k_item, z, extra, n_norm)
+            V = gd.step(V, U, extra, w_j, k_item, z, n_norm)
         V = jnp.asarray(V, jnp.float32)
         if not bool(jnp.all(jnp.isfinite(V))):
             raise ConfigError(
@@ -324,6 +327,49 @@ def initial_items(key: jax.Array, n_items: int, dim: int, scale: float) -> jax.A
     return scale * (common + 0.5 * jax.random.normal(key, (n_items, dim), jnp.float32))
 
 
+class _Steps:
+    """The user step and the SSP item step on one device, or row-sharded over a mesh of
+    ``cfg.devices`` devices (:mod:`dpmt.solvers.sharding`; same model either way). Noisy GD
+    (:class:`_GDState`) runs on the same sharded layouts and ``mesh``."""
+
+    def __init__(self, cfg: TrainConfig, items, users):
+        self.cfg, self.items, self.users, self.mesh = cfg, items, users, None
+        if cfg.devices > 1:
+            from dpmt.solvers import sharding
+
+            sharding.request_devices(cfg.devices)
+            self.mesh = sharding.make_mesh(cfg.devices)
+            self.users = sharding.shard_layout(users, self.mesh)
+            if cfg.encoder != "mlp":   # SSP and noisy GD's embedding path split items
+                self.items = sharding.shard_layout(items, self.mesh)
+            log.info("sharding the user and item steps over %d %s devices", cfg.devices,
+                     jax.devices()[0].platform)
+
+    def solve_users(self, V) -> jax.Array:
+        """a. u_j = (Σ_{i∈I_j} v_i v_iᵀ + α0 VᵀV + λI)⁻¹ Σ_i y_ij v_i, clipped to C."""
+        cfg = self.cfg
+        kw = dict(reg=cfg.reg, alpha0=cfg.gravity, clip_norm=cfg.user_clip)
+        if self.mesh is None:
+            from dpmt.solvers.user_step import solve_users
+
+            return solve_users(self.users, V, **kw)
+        from dpmt.solvers import sharding
+
+        return sharding.sharded_solve_users(self.mesh, self.users, V, **kw)
+
+    def ssp_item_step(self, U, w, key, sigma_A, sigma_b, extra) -> jax.Array:
+        """c. (SSP, Algorithm 1) θ_i = (Π(Â_i) + extra + λI)⁻¹ b̂_i for every item."""
+        if self.mesh is None:
+            from dpmt.solvers.ssp import ssp_item_step
+
+            return ssp_item_step(self.items, U, w, None, key, sigma_A, sigma_b, self.cfg.reg,
+                                 extra=extra)
+        from dpmt.solvers import sharding
+
+        return sharding.sharded_ssp_item_step(self.mesh, self.items, U, w, None, key, sigma_A,
+                                              sigma_b, self.cfg.reg, extra=extra)
+
+
 def _record(ledger: PrivacyLedger | None, cal, name: str) -> float:
     """Charge the calibrated release ``name`` and return its noise std (0 if non-private)."""
     if ledger is None:
@@ -336,7 +382,9 @@ def _record(ledger: PrivacyLedger | None, cal, name: str) -> float:
 class _GDState:
     """Noisy-GD item step: a flax encoder whose parameters persist across iterations."""
 
-    def __init__(self, cfg: TrainConfig, item_features, train: Ratings):
+    def __init__(self, cfg: TrainConfig, item_features, train: Ratings, mesh=None,
+                 task_layout=None, user_layout=None):
+        # the loop's layouts are passed in: no second copy of the largest arrays of the run
         import optax
 
         from dpmt.solvers import encoders
@@ -351,13 +399,16 @@ class _GDState:
             if item_features is None:
                 raise ConfigError("encoder='mlp' needs item features (ML-100K genres)")
             self.encoder = encoders.MLPEncoder(features=jnp.asarray(item_features, jnp.float32),
-                                               hidden=cfg.mlp_hidden, dim=cfg.dim)
+                                               hidden=(cfg.mlp_hidden,), dim=cfg.dim)
             self.params = None
-            self.layout = layout_mod.user_layout(train, dim=cfg.dim)
+            self.layout = (user_layout if user_layout is not None
+                           else layout_mod.user_layout(train, dim=cfg.dim))
         else:
             self.encoder = encoders.EmbeddingEncoder(n_items=train.n_items, dim=cfg.dim)
             self.params = None
-            self.layout = layout_mod.task_layout(train, dim=cfg.dim)
+            self.layout = (task_layout if task_layout is not None
+                           else layout_mod.task_layout(train, dim=cfg.dim))
+        self.mesh = mesh   # with a mesh, the layouts passed in are sharded (_Steps)
 
     def state_bytes(self) -> bytes | None:
         """Serialised encoder parameters that persist across iterations (MLP only)."""
@@ -376,7 +427,7 @@ class _GDState:
         template = encoders.init_encoder(self.encoder, jax.random.PRNGKey(0))
         self.params = serialization.from_bytes(template, data)
 
-    def step(self, V, U, w, key, noise_multiplier, extra, num_users):
+    def step(self, V, U, extra, w, key, noise_multiplier, num_users):
         from dpmt.solvers import encoders
         from dpmt.solvers.noisy_gd import noisy_gd
 
@@ -392,7 +443,7 @@ class _GDState:
             self.encoder, self.params, self.layout, U, w, None, steps=cfg.gd_steps,
             clip_norm=cfg.gd_clip, noise_multiplier=noise_multiplier, key=key,
             optimizer=self.optimizer, sampling_rate=cfg.gd_sampling_rate, reg=cfg.reg,
-            num_users=num_users, extra_quadratic=extra)
+            num_users=num_users, extra_quadratic=extra, mesh=self.mesh)
         return encoders.item_embeddings(self.encoder, self.params)
 
 
@@ -528,7 +579,7 @@ def run(cfg: TrainConfig, out_dir: str | os.PathLike | None = None, progress: bo
             saved = out / "config.json"
             if saved.exists():
                 prev = TrainConfig.from_dict(json.loads(saved.read_text()))
-                if prev != cfg:
+                if prev.replace(devices=cfg.devices) != cfg:   # devices: same model
                     raise ConfigError(f"{out} was started with a different configuration; "
                                       "resume with the same arguments or use a new --out")
         atomic_write_text(out / "config.json", cfg.to_json())

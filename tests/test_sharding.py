@@ -136,3 +136,87 @@ def test_two_processes_through_jax_distributed_match_one_process(tmp_path):
     assert sorted(w["process"] for w in res["workers"]) == [0, 1]
     assert res["max_abs_diff_between_processes"] == 0.0
     assert res["max_abs_diff_vs_single_process"] <= 1e-4 * max(1.0, res["scale"])
+
+
+FIT_SCRIPT = textwrap.dedent("""
+    import json
+    import jax, numpy as np
+    from dpmt.config import TrainConfig
+    from dpmt.data import make_synthetic, per_user_split
+    from dpmt.training import fit
+
+    assert len(jax.devices()) == 4, jax.devices()
+    r = make_synthetic(n_users=400, n_items=150, n_interactions=6000, seed=5)
+    split = per_user_split(r, seed=0)
+    feats = np.random.default_rng(0).normal(size=(r.n_items, 5)).astype(np.float32)
+    out = {}
+    variants = {"ssp": dict(solver="ssp"), "gd": dict(solver="gd"),
+                # the generic (vmap-grad, users-sharded) path and the Poisson-sampled variant
+                "gd-mlp": dict(solver="gd", encoder="mlp", mlp_hidden=8, gd_learning_rate=1.0),
+                "gd-poisson": dict(solver="gd", gd_sampling_rate=0.5)}
+    for solver, kw in variants.items():
+        base = TrainConfig(dataset="synthetic", dim=6, iterations=2, epsilon=3.0, seed=11,
+                           **kw)
+        runs = {D: fit(split.train, base.replace(devices=D), test=split.test,
+                       item_features=feats) for D in (1, 2, 4)}
+        V1 = runs[1].item_embeddings
+        out[solver] = {str(D): {
+            "dV": float(np.abs(res.item_embeddings - V1).max()),
+            "scale": float(np.abs(V1).max()),
+            "eps": res.epsilon, "eps1": runs[1].epsilon,
+            "recall": res.metrics["overall"]["recall@20"],
+            "recall1": runs[1].metrics["overall"]["recall@20"]} for D, res in runs.items()}
+    print("RESULT" + json.dumps(out))
+""")
+
+
+def test_fit_gives_the_same_model_on_1_2_4_devices():
+    """TrainConfig(devices=N) / `--devices N`: the user step and the item step (SSP; noisy GD
+    by items, or by users with the MLP encoder; full batch and Poisson-sampled) sharded;
+    same seed → same released V and same ε on 1, 2, 4 devices."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env.pop("XLA_FLAGS", None)
+    # devices come from request_devices (jax_num_cpu_devices), as under `dpmt train --devices`
+    code = "from dpmt.solvers.sharding import request_devices; request_devices(4)\n" + FIT_SCRIPT
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    line = [x for x in p.stdout.splitlines() if x.startswith("RESULT")][-1]
+    res = json.loads(line[len("RESULT"):])
+    assert set(res) == {"ssp", "gd", "gd-mlp", "gd-poisson"}
+    for solver in res:
+        for D, v in res[solver].items():
+            assert v["dV"] <= 1e-4 * max(1.0, v["scale"]), (solver, D, v)
+            assert v["eps"] == v["eps1"] and v["eps"] <= 3.0 + 1e-3
+            assert abs(v["recall"] - v["recall1"]) <= 1e-3, (solver, D, v)
+        assert res[solver]["1"]["scale"] > 0
+
+
+def test_devices_beyond_what_jax_sees_is_a_clear_error():
+    from dpmt.config import TrainConfig
+    from dpmt.training import fit
+
+    r = make_synthetic(n_users=50, n_items=20, n_interactions=300, seed=0)
+    with pytest.raises(ConfigError, match="devices"):
+        fit(r, TrainConfig(dataset="synthetic", dim=2, devices=64, private=False))
+    with pytest.raises(ConfigError, match="devices"):
+        TrainConfig(devices=0)
+
+
+def test_cli_train_devices_flag(tmp_path):
+    """`dpmt train --devices 2` creates the CPU devices itself (no XLA_FLAGS), records the
+    setting in config.json, and gives the one-device run's embeddings."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env.pop("XLA_FLAGS", None)
+    data = "synthetic:users=200,items=60,interactions=3000,seed=4"
+    outs = {}
+    for D in (1, 2):
+        out = tmp_path / f"d{D}"
+        p = subprocess.run([sys.executable, "-m", "dpmt", "train", "--dataset", data,
+                            "--dim", "4", "--iterations", "1", "--epsilon", "2",
+                            "--devices", str(D), "--out", str(out), "--quiet"],
+                           env=env, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert json.loads((out / "config.json").read_text())["devices"] == D
+        outs[D] = np.load(out / "item_embeddings.npz")["V"]
+    np.testing.assert_allclose(outs[2], outs[1], rtol=0, atol=1e-5 * np.abs(outs[1]).max())

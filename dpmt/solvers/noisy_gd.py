@@ -102,11 +102,21 @@ def _tree_sq_norm_per_user(g) -> jax.Array:
     return sum(jnp.sum(jnp.square(x).reshape(x.shape[0], -1), axis=1) for x in leaves)
 
 
+def _base(layout):
+    """The plain Layout of a layout or of a sharding.ShardedLayout."""
+    return getattr(layout, "layout", layout)
+
+
 def _n_users(layout: Layout) -> int:
+    layout = _base(layout)
     return layout.n_cols if layout.kind == "items" else layout.n_rows
 
 
-def _check_path(encoder, layout: Layout) -> str:
+def _check_path(encoder, layout: Layout, mesh=None) -> str:
+    if (mesh is None) != (_base(layout) is layout):
+        raise ConfigError("noisy GD: pass a sharded layout (dpmt.solvers.sharding.shard_layout)"
+                          " together with its mesh (noisy_gd(..., mesh=mesh)), or neither")
+    layout = _base(layout)
     if not isinstance(layout, Layout):
         raise ConfigError(f"noisy GD needs a dpmt.solvers.layout.Layout (got {type(layout)!r})")
     if layout.kind == "items":
@@ -122,7 +132,19 @@ def _check_path(encoder, layout: Layout) -> str:
 
 def _embedding_clipped_sum(params, layout, X, weights, labels, clip_norm, user_mask, loss):
     """Fast path: EmbeddingEncoder + task layout (see module docstring)."""
-    V = params["params"]["embedding"]
+    parts, norms = embedding_clipped_rows(params["params"]["embedding"], layout, X, weights,
+                                          labels, clip_norm, user_mask, loss)
+    return {"params": {"embedding": layout.assemble(parts)}}, norms
+
+
+def embedding_clipped_rows(V, layout, X, weights, labels, clip_norm, user_mask, loss,
+                           axis: str | None = None):
+    """The fast path's clipped sum, per bucket (``layout.assemble`` gives the (m, d) sum).
+
+    Inside ``shard_map`` over items (``axis`` the mesh axis), user j's items are spread over
+    devices: the per-user squared norms ``Σ_i (w_ij ℓ'_ij)²`` are summed locally and then
+    ``psum``-ed, so every device clips with user j's *whole* gradient norm.
+    """
     grad_pred = jax.grad(lambda p, y: jnp.sum(loss(p, y)))     # elementwise ℓ'(p, y)
 
     def residuals(c: Chunk):
@@ -132,7 +154,10 @@ def _embedding_clipped_sum(params, layout, X, weights, labels, clip_norm, user_m
         return jnp.where(c.valid, w * grad_pred(pred, y), 0.0)  # w_ij ℓ'_ij, 0 in pad slots
 
     r = layout.map_chunks(residuals)                             # [(n_chunks, n, L)]
-    sq = layout.col_sum([x * x for x in r]) * jnp.sum(X * X, axis=-1)
+    sq = layout.col_sum([x * x for x in r])
+    if axis is not None:
+        sq = jax.lax.psum(sq, axis)
+    sq = sq * jnp.sum(X * X, axis=-1)
     norms = jnp.sqrt(sq)                                          # ‖g_j‖ (n_users,)
     scale = clip_norm / jnp.maximum(norms, clip_norm) * user_mask
 
@@ -140,13 +165,14 @@ def _embedding_clipped_sum(params, layout, X, weights, labels, clip_norm, user_m
         coef = r_c * scale[c.cols]
         return jnp.einsum("nl,nld->nd", coef, X[c.cols], precision=_HI)
 
-    G = layout.assemble(layout.map_chunks(rows, r))               # (n_items, d)
-    return {"params": {"embedding": G}}, norms
+    return layout.map_chunks(rows, r), norms
 
 
 def _generic_clipped_sum(encoder, params, layout, X, weights, labels, clip_norm, user_mask,
-                         loss, microbatch_size):
-    """General path: per-user gradients by vmap(grad) over padded user rows (user layout)."""
+                         loss, microbatch_size, axis: str | None = None):
+    """General path: per-user gradients by vmap(grad) over padded user rows (user layout).
+    Inside ``shard_map`` over users (``axis``), each device sums its users and the partial
+    sums (and the per-user norms, zero off each device's rows) are ``psum``-ed."""
     n_params = sum(x.size for x in jax.tree_util.tree_leaves(params))
 
     def user_loss(p, items, w, y, u):
@@ -183,6 +209,8 @@ def _generic_clipped_sum(encoder, params, layout, X, weights, labels, clip_norm,
             return (acc, norms.at[r].add(nrm)), None              # pad rows add 0 to row 0
 
         (acc, norms), _ = jax.lax.scan(body, (acc, norms), mb)
+    if axis is not None:
+        acc, norms = jax.lax.psum((acc, norms), axis)
     return acc, norms
 
 
@@ -224,9 +252,14 @@ def _clipped_gradient_sum(encoder, params, layout, X, weights, labels, clip_norm
 
 
 def _clipped_sum_impl(encoder, params, layout, X, weights, labels, clip_norm, user_mask, loss,
-                      path, microbatch_size):
+                      path, microbatch_size, mesh=None):
     if user_mask is None:
         user_mask = jnp.ones((_n_users(layout),), jnp.float32)
+    if mesh is not None:   # rows of a ShardedLayout across the devices of ``mesh``
+        from dpmt.solvers.sharding import sharded_clipped_sum
+
+        return sharded_clipped_sum(mesh, encoder, params, layout, X, weights, labels,
+                                   clip_norm, user_mask, loss, path, microbatch_size)
     if path == "embedding":
         return _embedding_clipped_sum(params, layout, X, weights, labels, clip_norm, user_mask,
                                       loss)
@@ -237,7 +270,7 @@ def _clipped_sum_impl(encoder, params, layout, X, weights, labels, clip_norm, us
 # -- the noisy gradient and the step ----------------------------------------------------------------
 def _noisy_gradient_impl(encoder, params, layout, X, weights, labels, key, clip_norm,
                          noise_multiplier, sampling_rate, reg, num_users, extra_quadratic=None,
-                         *, loss, path, poisson, microbatch_size):
+                         *, loss, path, poisson, microbatch_size, mesh=None):
     count_trace("noisy_gradient")
     n = _n_users(layout)
     k_sample, k_noise = jax.random.split(key)
@@ -247,8 +280,10 @@ def _noisy_gradient_impl(encoder, params, layout, X, weights, labels, key, clip_
     else:
         mask = jnp.ones((n,), jnp.float32)
         q = jnp.float32(1.0)
+    # the sample mask and the noise are drawn on replicated arrays from the same key whether
+    # or not the clipped sum is sharded: the same model on any number of devices
     gsum, _ = _clipped_sum_impl(encoder, params, layout, X, weights, labels, clip_norm, mask,
-                                loss, path, microbatch_size)
+                                loss, path, microbatch_size, mesh)
     leaves, treedef = jax.tree_util.tree_flatten(gsum)
     keys = jax.random.split(k_noise, len(leaves))
     std = noise_multiplier * clip_norm
@@ -293,7 +328,8 @@ def noisy_gradient(encoder, params, layout: Layout, X: jax.Array, weights: jax.A
 
 
 _noisy_gradient = jax.jit(_noisy_gradient_impl,
-                          static_argnames=("loss", "path", "poisson", "microbatch_size"),
+                          static_argnames=("loss", "path", "poisson", "microbatch_size",
+                                           "mesh"),
                           static_argnums=(0,))
 
 
@@ -314,7 +350,7 @@ def _apply_optimizer(optimizer, grads, opt_state, params):
 
 def make_noisy_gd_step(encoder, optimizer: optax.GradientTransformation, *,
                        loss: Loss = squared_loss, path: str, poisson: bool,
-                       microbatch_size: int | None = None) -> Callable:
+                       microbatch_size: int | None = None, mesh=None) -> Callable:
     """One noisy-GD step ``(params, opt_state, layout, X, weights, labels, key, clip_norm,
     noise_multiplier, sampling_rate, reg, num_users) -> (params, opt_state)``.
 
@@ -326,10 +362,19 @@ def make_noisy_gd_step(encoder, optimizer: optax.GradientTransformation, *,
     """
     def step(params, opt_state, layout, X, weights, labels, key, clip_norm, noise_multiplier,
              sampling_rate, reg, num_users, extra_quadratic=None):
+        if mesh is not None:
+            # one input sharding every call (replicated), or each new placement of V / U /
+            # the optimizer state would compile the step again
+            from jax.sharding import NamedSharding, PartitionSpec
+
+            rep = NamedSharding(mesh, PartitionSpec())
+            (params, opt_state, X, weights, labels, key, extra_quadratic) = jax.device_put(
+                (params, opt_state, X, weights, labels, key, extra_quadratic), rep)
         g = _noisy_gradient(encoder, params, layout, X, weights, labels, key, clip_norm,
                             noise_multiplier, sampling_rate, reg, num_users, extra_quadratic,
                             loss=loss,
-                            path=path, poisson=poisson, microbatch_size=microbatch_size)
+                            path=path, poisson=poisson, microbatch_size=microbatch_size,
+                            mesh=mesh)
         return _apply_optimizer(optimizer, g, opt_state, params)
 
     return step
@@ -345,7 +390,8 @@ def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array |
              sampling_rate: float | None = None, reg: float = 0.0,
              num_users: float | None = None, loss: Loss = squared_loss,
              opt_state: Any = None, microbatch_size: int | None = None,
-             return_state: bool = False, extra_quadratic: jax.Array | None = None):
+             return_state: bool = False, extra_quadratic: jax.Array | None = None,
+             mesh=None):
     """Run ``steps`` steps of noisy (stochastic) gradient descent (Algorithm 2).
 
     Args:
@@ -372,12 +418,16 @@ def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array |
       extra_quadratic: optional public (d, d) matrix M adding ½ Σ_i v_iᵀ M v_i to the
         objective (α0·Ĝ_U in alternating minimisation, as SSP's ``extra``), so that with noise
         off and clipping inactive noisy GD converges to the same solution as SSP.
+      mesh: a 1-D device mesh (:func:`dpmt.solvers.sharding.make_mesh`) to split the clipped
+        gradient sum over, with ``layout`` from :func:`dpmt.solvers.sharding.shard_layout`
+        (items for the fast path, users for the generic one). Sample mask, noise and update
+        are computed replicated from the same key: the same result on any number of devices.
 
     Returns:
       params (and opt_state if ``return_state``). Privacy: :func:`noisy_gd_dp_event`
       ``(noise_multiplier, steps, sampling_rate)`` with sensitivity ``G``.
     """
-    path = _check_path(encoder, layout)
+    path = _check_path(encoder, layout, mesh)
     _check_scalars(clip_norm, noise_multiplier, sampling_rate, reg)
     check_range("steps", steps, low=0, integer=True)
     optimizer = DEFAULT_OPTIMIZER if optimizer is None else optimizer
@@ -387,7 +437,7 @@ def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array |
     check_range("num_users", n, low=0, low_open=True)
     step = make_noisy_gd_step(encoder, optimizer, loss=loss, path=path,
                               poisson=sampling_rate is not None,
-                              microbatch_size=microbatch_size)
+                              microbatch_size=microbatch_size, mesh=mesh)
     # device arrays once, not a host-to-device copy per step
     X = jnp.asarray(X, jnp.float32)
     weights = None if weights is None else jnp.asarray(weights, jnp.float32)

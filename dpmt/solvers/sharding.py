@@ -78,6 +78,30 @@ def make_mesh(n_devices: int | None = None, axis: str = AXIS) -> Mesh:
     return Mesh(np.asarray(devices[:n_devices]), (axis,))
 
 
+def request_devices(n_devices: int) -> None:
+    """Make ``n_devices`` devices visible to this process where that is still possible.
+
+    On CPU, JAX creates its host devices when its backend starts; before that,
+    ``jax_num_cpu_devices`` sets how many (one thread each: how the single-threaded LAPACK
+    kernels of the batched solves use several cores). After the backend has started, or on
+    an accelerator, this does nothing and :func:`make_mesh` reports a shortfall with what to do.
+    """
+    check_range("n_devices", n_devices, low=1, integer=True)
+    if n_devices == 1:
+        return
+    try:
+        from jax._src import xla_bridge
+
+        started = xla_bridge.backends_are_initialized()
+    except Exception:  # noqa: BLE001 - private API moved: assume started (no harm: a no-op)
+        started = True
+    if not started:   # only affects the CPU platform; accelerators bring their own devices
+        try:
+            jax.config.update("jax_num_cpu_devices", int(n_devices))
+        except Exception:  # noqa: BLE001 - older JAX: XLA_FLAGS is the only way
+            pass
+
+
 def _axis(mesh: Mesh) -> str:
     if len(mesh.axis_names) != 1:
         raise ConfigError(f"dpmt's sharded steps need a 1-D mesh (got axes {mesh.axis_names})")
@@ -313,6 +337,51 @@ def _sharded_users(mesh, sl, V, labels, weights, reg, alpha0, clip_norm):
     if clip_norm is not None:
         U = clip_rows(U, clip_norm)
     return U
+
+
+# -- the noisy-GD clipped gradient sum ---------------------------------------------------------
+def sharded_clipped_sum(mesh: Mesh, encoder, params, sl: ShardedLayout, X, weights, labels,
+                        clip_norm, user_mask, loss, path: str, microbatch_size=None):
+    """:func:`dpmt.solvers.noisy_gd.clipped_gradient_sum` with the layout's rows split across
+    ``mesh`` (traced inside :func:`~dpmt.solvers.noisy_gd.noisy_gd`'s jitted step).
+
+    * fast path (EmbeddingEncoder, task layout sharded by items): each device computes its
+      items' residuals; the per-user squared norms are ``psum``-ed (n floats per device), so
+      the clip uses each user's whole gradient; the clipped rows are all-gathered.
+    * generic path (any encoder, user layout sharded by users): each device sums its users'
+      clipped gradients; the partial sums are ``psum``-ed (one parameter-sized all-reduce).
+
+    Returns (gradient sum like ``params``, per-user norms), replicated.
+    """
+    from dpmt.solvers import noisy_gd as ngd
+
+    axis = _axis(mesh)
+    layout = sl.layout
+    opt = {k: v for k, v in (("weights", weights), ("labels", labels)) if v is not None}
+    specs_in = (list(_bucket_specs(layout, axis)), P(), P(), P(), P(), {k: P() for k in opt})
+
+    if path == "embedding":
+        def local(buckets, params, X, clip_norm, user_mask, opt):
+            lay = _local_layout(buckets, layout)
+            parts, norms = ngd.embedding_clipped_rows(
+                params["params"]["embedding"], lay, X, opt.get("weights"), opt.get("labels"),
+                clip_norm, user_mask, loss, axis=axis)
+            return [jax.lax.all_gather(o, axis, axis=1, tiled=True) for o in parts], norms
+
+        parts, norms = jax.shard_map(local, mesh=mesh, in_specs=specs_in, check_vma=False,
+                                     out_specs=([P()] * len(layout.buckets), P()))(
+            list(layout.buckets), params, X, clip_norm, user_mask, opt)
+        return {"params": {"embedding": layout.assemble(parts)}}, norms
+
+    def local(buckets, params, X, clip_norm, user_mask, opt):
+        lay = _local_layout(buckets, layout)
+        return ngd._generic_clipped_sum(encoder, params, lay, X, opt.get("weights"),
+                                        opt.get("labels"), clip_norm, user_mask, loss,
+                                        microbatch_size, axis=axis)
+
+    return jax.shard_map(local, mesh=mesh, in_specs=specs_in, check_vma=False,
+                         out_specs=(P(), P()))(list(layout.buckets), params, X, clip_norm,
+                                               user_mask, opt)
 
 
 # -- sizes (docs/scaling.md) -------------------------------------------------------------------
