@@ -12,7 +12,8 @@ One worker::
     python scripts/multihost.py worker --coordinator 10.0.0.1:12345 --num-processes 4 \\
         --process-id $RANK --out v.npz [--local-devices 1] [data/model options]
 
-All workers on this machine over loopback (what tests/test_sharding.py does), plus the
+All workers on this machine over loopback (what tests/test_sharding.py does; add ``--fit``
+to run ``dpmt.training.fit`` itself with ``TrainConfig(devices=<all devices>)``), plus the
 single-process reference and the comparison::
 
     python scripts/multihost.py launch --num-processes 2 --out /tmp/mh
@@ -39,11 +40,40 @@ def add_model_args(p):
     p.add_argument("--dim", type=int, default=8)
     p.add_argument("--iterations", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--fit", action="store_true",
+                   help="run dpmt.training.fit (TrainConfig(devices=all devices of all "
+                        "processes)) instead of the bare solver loop")
+    p.add_argument("--solver", choices=["ssp", "gd"], default="ssp", help="with --fit")
+
+
+def train_fit(args, mesh=None):
+    """``dpmt.training.fit`` itself — the library's training loop, private counts, weights,
+    calibrated ledger and evaluation — with ``TrainConfig(devices=…)`` = every device of every
+    process when ``mesh`` is given, else one device. Returns V, seconds per iteration, and
+    (ε, Recall@20)."""
+    import jax
+
+    from dpmt.config import TrainConfig
+    from dpmt.data import make_synthetic, per_user_split
+    from dpmt.training import fit
+
+    r = make_synthetic(n_users=args.users, n_items=args.items,
+                       n_interactions=args.interactions, seed=args.seed)
+    split = per_user_split(r, seed=args.seed)
+    cfg = TrainConfig(dataset="synthetic", solver=args.solver, dim=args.dim,
+                      iterations=args.iterations, epsilon=2.0, seed=args.seed,
+                      devices=len(jax.devices()) if mesh is not None else 1)
+    res = fit(split.train, cfg, test=split.test)
+    secs = [h["seconds"] for h in res.history]
+    return res.item_embeddings, [b - a for a, b in zip([0.0] + secs, secs)], \
+        {"epsilon": res.epsilon, "recall@20": res.metrics["overall"]["recall@20"]}
 
 
 def train(args, mesh=None):
     """Two (or --iterations) private iterations; sharded over ``mesh`` if given, else the
     single-device functions. Returns V (numpy) and the seconds per iteration."""
+    if args.fit:
+        return train_fit(args, mesh)
     import jax
     import numpy as np
 
@@ -81,7 +111,7 @@ def train(args, mesh=None):
         times.append(time.perf_counter() - t0)
     # V is replicated: every process can read all of it
     return np.asarray(jax.device_get(V.addressable_shards[0].data) if mesh is not None
-                      else V), times
+                      else V), times, {}
 
 
 def cmd_worker(args) -> int:
@@ -100,8 +130,9 @@ def cmd_worker(args) -> int:
     mesh = S.make_mesh()
     info = {"process": jax.process_index(), "processes": jax.process_count(),
             "global_devices": len(jax.devices()), "local_devices": len(jax.local_devices())}
-    V, times = train(args, mesh)
+    V, times, extra = train(args, mesh)
     info["seconds"] = times
+    info.update(extra)
     if args.out:
         np.savez(args.out, V=V)
         with open(args.out + ".json", "w") as f:
@@ -124,8 +155,8 @@ def cmd_launch(args) -> int:
 
     os.makedirs(args.out, exist_ok=True)
     port = free_port()
-    model = [f"--{k}={getattr(args, k)}" for k in
-             ("users", "items", "interactions", "dim", "iterations", "seed")]
+    keys = ("users", "items", "interactions", "dim", "iterations", "seed", "solver")
+    model = [f"--{k}={getattr(args, k)}" for k in keys] + (["--fit"] if args.fit else [])
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     env.pop("XLA_FLAGS", None)
     procs = []
@@ -151,14 +182,12 @@ def cmd_launch(args) -> int:
             print(f"--- worker {i} exit {rc}\n{o[-2000:]}\n{e[-4000:]}", file=sys.stderr)
         return 1
     Vs = [np.load(os.path.join(args.out, f"v{i}.npz"))["V"] for i in range(args.num_processes)]
-    ref_args = argparse.Namespace(**{k: getattr(args, k) for k in
-                                     ("users", "items", "interactions", "dim", "iterations",
-                                      "seed")})
-    V1, _ = train(ref_args, None)
+    ref_args = argparse.Namespace(**{k: getattr(args, k) for k in keys + ("fit",)})
+    V1, _, ref_extra = train(ref_args, None)
     res = {"num_processes": args.num_processes, "local_devices": args.local_devices,
            "max_abs_diff_vs_single_process": float(max(np.abs(V - V1).max() for V in Vs)),
            "max_abs_diff_between_processes": float(max(np.abs(V - Vs[0]).max() for V in Vs)),
-           "scale": float(np.abs(V1).max()),
+           "scale": float(np.abs(V1).max()), "single_process": ref_extra,
            "workers": [json.loads(open(os.path.join(args.out, f"v{i}.npz.json")).read())
                        for i in range(args.num_processes)]}
     print("RESULT " + json.dumps(res), flush=True)

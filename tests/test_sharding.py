@@ -220,3 +220,23 @@ def test_cli_train_devices_flag(tmp_path):
         assert json.loads((out / "config.json").read_text())["devices"] == D
         outs[D] = np.load(out / "item_embeddings.npz")["V"]
     np.testing.assert_allclose(outs[2], outs[1], rtol=0, atol=1e-5 * np.abs(outs[1]).max())
+
+
+def test_fit_across_two_processes_matches_one_process(tmp_path):
+    """`scripts/multihost.py launch --fit`: dpmt.training.fit itself under jax.distributed,
+    TrainConfig(devices=2) spanning both processes (noisy GD: the per-user norms are
+    all-reduced across the processes), same V, ε and Recall@20 as one process."""
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "scripts", "multihost.py")
+    p = subprocess.run([sys.executable, script, "launch", "--num-processes", "2", "--fit",
+                        "--solver", "gd", "--out", str(tmp_path), "--iterations", "2",
+                        "--users", "300", "--items", "100", "--interactions", "5000",
+                        "--timeout", "240"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-4000:])
+    res = json.loads([x for x in p.stdout.splitlines() if x.startswith("RESULT ")][-1][7:])
+    assert [w["global_devices"] for w in res["workers"]] == [2, 2]
+    assert res["max_abs_diff_between_processes"] == 0.0
+    assert res["max_abs_diff_vs_single_process"] <= 1e-5 * max(1.0, res["scale"])
+    for w in res["workers"]:
+        assert w["epsilon"] == res["single_process"]["epsilon"] <= 2.0 + 1e-3
+        assert abs(w["recall@20"] - res["single_process"]["recall@20"]) <= 1e-6
