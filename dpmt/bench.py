@@ -612,6 +612,7 @@ def markdown_tables(results: list[dict], raw_dir: str | None = None) -> str:
         lines += [f"Last regenerated {time.strftime('%Y-%m-%d %H:%M')} on `{m['cpu_model']}`, "
                   f"{m['cores']} cores, jax {m['jax']}, load average at the end of the last "
                   f"run {m['load_average']}.", ""]
+    lines += headline_lines(results)
     lines += ["### Per iteration (steady state, after one warm-up iteration)", "",
               "| data | users | items | interactions | d | devices | item step s | item GFLOP "
               "| item % peak | user step s | user GFLOP | user % peak | GD step s | GD % peak | "
@@ -663,6 +664,15 @@ def markdown_tables(results: list[dict], raw_dir: str | None = None) -> str:
             lines.append(f"| {dim} | {fmt(e.get('item_step'))} | {fmt(e.get('user_step'))} | "
                          f"{fmt(e.get('gd_step'))} | {fmt(e.get('iteration'))} |")
         lines += ["", "![time vs interactions](docs/img/bench_scaling.png)"]
+    from dpmt.scaling import check_against_benchmarks
+
+    check = check_against_benchmarks(results)
+    if check.count("\n") > 1:
+        lines += ["", "### Memory model check (docs/scaling.md)", "",
+                  "`python -m dpmt.scaling --check benchmarks`: the model's device-resident "
+                  "terms against the live JAX arrays (exact accounting of what the iteration "
+                  "holds), and its process peak against the measured iterations' peak RSS "
+                  "(F fitted on the smallest run per d, the rest predicted).", "", check]
     lines += ["", "### Raw results", "",
               f"One JSON per row{f' (written to `{raw_dir}`)' if raw_dir else ''}; the main "
               "fields of each (full schema: `dpmt/bench.py`):", "", "<details>", "",
@@ -680,13 +690,53 @@ def markdown_tables(results: list[dict], raw_dir: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def headline_lines(results: list[dict]) -> list[str]:
+    """The issue's headline figures, computed from the results (never typed in)."""
+    full = {(r["dim"], r.get("devices", 1)): r for r in results
+            if r["interactions"] == ML20M_INTERACTIONS}
+    if not full:
+        return []
+    out = ["### Headlines (ML-20M scale, 20,000,263 interactions)", ""]
+    budget = {64: 4.0, 128: 8.0}
+    for (dim, dev), r in sorted(full.items()):
+        it, us = r["item_step"], r["user_step"]
+        stats = r.get("item_step_breakdown", {}).get("statistics", {}).get("fraction_of_peak")
+        peak = r["peak_rss_bytes"] / 2**30
+        lim = budget.get(dim)
+        mem = f"peak RSS {peak:.2f} GiB" + (
+            f" ({'within' if peak <= lim else 'OVER'} the {lim:.0f} GiB target)" if lim else "")
+        out.append(f"* d = {dim}, {dev} device{'s' if dev > 1 else ''}: iteration "
+                   f"{r['iteration_seconds']:.1f} s; item step {100 * it['fraction_of_peak']:.1f}%"
+                   f" of the matmul peak, user step {100 * us['fraction_of_peak']:.1f}%"
+                   + (f", item statistics alone {100 * stats:.0f}%" if stats else "")
+                   + f"; {mem}; {r['recompilations_after_first_iteration']} recompilations.")
+    for dim in sorted({d for d, _ in full}):
+        one, more = full.get((dim, 1)), [r for (d, n), r in full.items() if d == dim and n > 1]
+        for r in more:
+            if one:
+                out.append(f"* d = {dim}: {r['devices']} devices vs 1: iteration "
+                           f"{one['iteration_seconds'] / r['iteration_seconds']:.2f}x faster "
+                           f"(item step {one['item_step']['seconds'] / r['item_step']['seconds']:.2f}x"
+                           f", user step {one['user_step']['seconds'] / r['user_step']['seconds']:.2f}x)"
+                           ".")
+    exps = scaling_exponents(results)
+    for dim, e in exps.items():
+        if e.get("iteration") is not None:
+            out.append(f"* d = {dim}: time per iteration ∝ interactions^{e['iteration']:.2f} "
+                       "(1M → 20M, one device).")
+    return out + [""]
+
+
 def write_benchmarks_md(results: list[dict], path: Path, raw_dir: str | None = None) -> None:
-    """Replace everything below :data:`MARKER` in ``path`` (the header above it is kept)."""
+    """Replace everything below :data:`MARKER` in ``path`` (the header above it is kept);
+    written atomically."""
+    from dpmt.privacy import atomic_write_text
+
     header = ""
     if path.exists():
         text = path.read_text()
         header = text.split(MARKER)[0] if MARKER in text else text + "\n"
-    path.write_text(header + markdown_tables(results, raw_dir))
+    atomic_write_text(path, header + markdown_tables(results, raw_dir))
 
 
 # ---------------------------------------------------------------------------------------

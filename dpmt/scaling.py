@@ -108,8 +108,8 @@ def communication_bytes(p: Problem) -> dict:
 def format_table(problems: list[Problem], fixed_bytes: float = DEFAULT_FIXED_BYTES) -> str:
     """A Markdown table of the model for each problem."""
     lines = ["| users | items | interactions | d | devices | processes | layouts/device GiB "
-             "| weights/device GiB | factors/device GiB | device total GiB "
-             "| process total GiB | comm/device/iteration MiB |",
+             f"| weights/device GiB | factors/device GiB | device total GiB (F = "
+             f"{fixed_bytes / GIB:.2f}) | process total GiB | comm/device/iteration MiB |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for p in problems:
         dv, pr, cm = device_bytes(p, fixed_bytes), process_bytes(p, fixed_bytes), \
@@ -205,7 +205,8 @@ def main(argv=None) -> int:
         return 2
     try:
         probs = [Problem(int(args.users), int(args.items), int(args.interactions), d, D,
-                         D // args.devices_per_process if args.devices_per_process else 1,
+                         max(1, D // args.devices_per_process) if args.devices_per_process
+                         else 1,
                          args.padding, args.gd_steps)
                  for d in args.dims for D in args.devices]
     except ValueError as e:

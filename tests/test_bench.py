@@ -62,6 +62,18 @@ def test_json_schema(tiny):
     assert r["compilations_per_iteration"][0].get("ssp_item_step") == 1
     assert set(r["item_step_breakdown"]) >= {"statistics", "noise", "eigh", "cholesky_solve"}
     assert r["machine"]["cores"] >= 1
+    # the scaling model's device terms account for the live arrays (U, V, V_new, layouts,
+    # weights; GD's parameters and gradient are the rest)
+    from dpmt import scaling
+
+    pad = 0.5 * (r["padding"]["items"] + r["padding"]["users"])
+    model = scaling.device_bytes(scaling.Problem(r["n_users"], r["n_items"], r["interactions"],
+                                                 r["dim"], padding=pad), 0.0)["total"]
+    assert 0.8 * model <= r["live_device_bytes"] <= 1.5 * model, (model, r["live_device_bytes"])
+    assert r["host_ratings_bytes"] == 12 * r["interactions"]
+    # (ru_maxrss and VmHWM are read a moment apart: 1% slack)
+    assert r["steady_peak_rss_bytes"] <= r["iterations_peak_rss_bytes"] \
+        <= 1.01 * r["peak_rss_bytes"]
 
 
 def test_markdown_report_and_plot(tiny, tmp_path):
@@ -75,5 +87,17 @@ def test_markdown_report_and_plot(tiny, tmp_path):
     text = md.read_text()
     assert text.startswith("# header kept") and "old table" not in text
     assert text.count(bench.MARKER) == 1 and "| 20,000 |" in text
+    # headlines are computed from an ML-20M-sized result, never typed in
+    full = dict(tiny, interactions=bench.ML20M_INTERACTIONS, peak_rss_bytes=5 * 2**30,
+                iteration_seconds=10.0)
+    two = dict(full, devices=2, iteration_seconds=4.0,
+               item_step=dict(full["item_step"], seconds=full["item_step"]["seconds"] / 2),
+               user_step=dict(full["user_step"], seconds=full["user_step"]["seconds"] / 3))
+    head = "\n".join(bench.headline_lines([full, two]))
+    assert "2 devices vs 1: iteration 2.50x faster (item step 2.00x, user step 3.00x)" in head
+    assert "peak RSS 5.00 GiB" in head
+    full128 = dict(full, dim=128)
+    assert "within the 8 GiB target" in "\n".join(bench.headline_lines([full128]))
+    assert "OVER the 4 GiB target" in "\n".join(bench.headline_lines([dict(full, dim=64)]))
     bench.plot_scaling([tiny, big], tmp_path / "p.png")
     assert (tmp_path / "p.png").stat().st_size > 1000
