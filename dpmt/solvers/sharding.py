@@ -78,6 +78,9 @@ def make_mesh(n_devices: int | None = None, axis: str = AXIS) -> Mesh:
     return Mesh(np.asarray(devices[:n_devices]), (axis,))
 
 
+MAX_CPU_DEVICES = 64
+
+
 def request_devices(n_devices: int) -> None:
     """Make ``n_devices`` devices visible to this process where that is still possible.
 
@@ -95,7 +98,9 @@ def request_devices(n_devices: int) -> None:
         started = xla_bridge.backends_are_initialized()
     except Exception:  # noqa: BLE001 - private API moved: assume started (no harm: a no-op)
         started = True
-    if not started:   # only affects the CPU platform; accelerators bring their own devices
+    # only affects the CPU platform (accelerators bring their own devices); a silly count is
+    # left to make_mesh's error rather than creating thousands of host devices
+    if not started and n_devices <= MAX_CPU_DEVICES:
         try:
             jax.config.update("jax_num_cpu_devices", int(n_devices))
         except Exception:  # noqa: BLE001 - older JAX: XLA_FLAGS is the only way
