@@ -143,7 +143,7 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--devices", type=_positive_int("--devices"), default=d.devices,
                    help="shard the user step (users) and the item step (items) over this "
                         "many devices; the same seed gives the same model on any number (on "
-                        "CPU: that many host devices, one core each; default: 1)")
+                        "CPU: that many host devices, one core each)")
 
 
 def config_from_args(args) -> "TrainConfig":
