@@ -570,30 +570,46 @@ def scaling_exponents(results: list[dict]) -> dict:
 
 
 def plot_scaling(results: list[dict], path: Path) -> None:
-    """Log-log plot of seconds per iteration against interactions, one line per (step, d)."""
+    """Log-log plot of seconds per iteration against interactions: one line per (step, d)
+    through the ML-20M-like subsets on one device (26,744 items each, so the lines show the
+    growth with interactions alone); ML-100K (1,682 items) and multi-device runs as separate
+    markers, not joined to the lines."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     exps = scaling_exponents(results)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    styles = {"item_step": "o-", "user_step": "s--", "gd_step": "^:"}
-    for dim in sorted({r["dim"] for r in results}):
-        rs = sorted((r for r in results if r["dim"] == dim and r.get("devices", 1) == 1),
-                    key=lambda r: r["interactions"])
-        for step, st in styles.items():
-            pts = [(r["interactions"], r[step]["seconds"]) for r in rs if step in r]
-            if not pts:
-                continue
-            k = exps.get(dim, {}).get(step)
-            lab = f"{step.replace('_', ' ')}, d={dim}" + (f" (slope {k:.2f})" if k else "")
-            ax.loglog(*zip(*pts), st, label=lab)
-    ax.set_xlabel("interactions")
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    markers = {"item_step": "o", "user_step": "s", "gd_step": "^"}
+    lines = {"item_step": "-", "user_step": "--", "gd_step": ":"}
+    for ci, dim in enumerate(sorted({r["dim"] for r in results})):
+        synth = sorted((r for r in results if r["dim"] == dim and r.get("devices", 1) == 1
+                        and "synthetic" in r["dataset"]), key=lambda r: r["interactions"])
+        other = [r for r in results if r["dim"] == dim and r not in synth]
+        for si, step in enumerate(markers):
+            color = f"C{2 * ci + (si if si < 2 else 0) + (4 if si == 2 else 0)}"
+            pts = [(r["interactions"], r[step]["seconds"]) for r in synth if step in r]
+            if pts:
+                k = exps.get(dim, {}).get(step)
+                lab = f"{step.replace('_', ' ')}, d={dim}" + (f" (slope {k:.2f})" if k else "")
+                ax.loglog(*zip(*pts), lines[step], marker=markers[step], color=color,
+                          label=lab)
+            for r in other:
+                if step not in r:
+                    continue
+                multi = r.get("devices", 1) > 1
+                ax.loglog([r["interactions"]], [r[step]["seconds"]], linestyle="none",
+                          marker="*" if multi else markers[step], markersize=11 if multi else 7,
+                          markerfacecolor=color if multi else "none", color=color)
+    ax.plot([], [], "k*", markersize=10, linestyle="none", label="2 devices (ML-20M size)")
+    ax.plot([], [], "ko", markerfacecolor="none", linestyle="none",
+            label="ML-100K (1,682 items)")
+    ax.set_xlabel("interactions (ML-20M-like subsets: 26,744 items, users ∝ interactions)")
     ax.set_ylabel("seconds per iteration (steady state)")
     ax.set_title("dpmt: time per private iteration vs data size")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
@@ -649,7 +665,7 @@ def markdown_tables(results: list[dict], raw_dir: str | None = None) -> str:
             def cell(k):
                 f = b[k]["fraction_of_peak"]
                 return f"{b[k]['seconds']:.2f}" + (f" ({100 * f:.0f}%)" if f else "")
-            lines.append(f"| {_size_label(r['interactions'])} | {r['dim']} | "
+            lines.append(f"| {r['interactions']:,} | {r['dim']} | "
                          f"{cell('statistics')} | {cell('noise')} | {cell('eigh')} | "
                          f"{cell('psd_projection')} | {cell('cholesky_solve')} | "
                          f"{b['cholesky_accepted_on_sample']} |")

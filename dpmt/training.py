@@ -256,6 +256,7 @@ def fit(train: Ratings, config: TrainConfig | None = None, *, validation=None, t
     users = layout_mod.user_layout(train, dim=cfg.dim)
     steps = _Steps(cfg, items, users)
     del items, users   # with devices > 1, only the sharded copies (held by steps) stay alive
+    w_j = steps.replicated(w_j)
     V = initial_items(k_init, train.n_items, cfg.dim, cfg.init_scale)
     start = 0
     history: list[dict] = []
@@ -344,6 +345,15 @@ class _Steps:
                 self.items = sharding.shard_layout(items, self.mesh)
             log.info("sharding the user and item steps over %d %s devices", cfg.devices,
                      jax.devices()[0].platform)
+
+    def replicated(self, x):
+        """``x`` replicated on the mesh (once, not a host round trip per step); as is on one
+        device."""
+        if self.mesh is None or x is None:
+            return x
+        from dpmt.solvers import sharding
+
+        return sharding.replicate(np.asarray(x), self.mesh)
 
     def solve_users(self, V) -> jax.Array:
         """a. u_j = (Σ_{i∈I_j} v_i v_iᵀ + α0 VᵀV + λI)⁻¹ Σ_i y_ij v_i, clipped to C."""
