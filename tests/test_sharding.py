@@ -121,6 +121,7 @@ def test_same_model_on_1_2_4_devices():
     assert all(v["replicated"] and v["empty_items_nonzero"] for v in res.values())
 
 
+@pytest.mark.slow   # the default suite runs the multi-process `fit` test below instead
 def test_two_processes_through_jax_distributed_match_one_process(tmp_path):
     """scripts/multihost.py: 2 processes on 127.0.0.1 (jax.distributed + gloo collectives),
     each holding its share of the row-sharded layouts, give the single-process model."""
@@ -155,10 +156,12 @@ FIT_SCRIPT = textwrap.dedent("""
                 "gd-mlp": dict(solver="gd", encoder="mlp", mlp_hidden=8, gd_learning_rate=1.0),
                 "gd-poisson": dict(solver="gd", gd_sampling_rate=0.5)}
     for solver, kw in variants.items():
+        if solver not in WANTED:
+            continue
         base = TrainConfig(dataset="synthetic", dim=6, iterations=2, epsilon=3.0, seed=11,
                            **kw)
         runs = {D: fit(split.train, base.replace(devices=D), test=split.test,
-                       item_features=feats) for D in (1, 2, 4)}
+                       item_features=feats) for D in DEVICES}
         V1 = runs[1].item_embeddings
         out[solver] = {str(D): {
             "dV": float(np.abs(res.item_embeddings - V1).max()),
@@ -170,21 +173,31 @@ FIT_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_fit_gives_the_same_model_on_1_2_4_devices():
+ALL_VARIANTS = ("ssp", "gd", "gd-mlp", "gd-poisson")
+
+
+@pytest.mark.parametrize("variants, devices", [
+    # default suite: SSP and GD's embedding path (the cross-device norm all-reduce), 1 vs 4
+    (("ssp", "gd"), (1, 4)),
+    # make test-slow: every path on 1, 2 and 4 devices
+    pytest.param(ALL_VARIANTS, (1, 2, 4), marks=pytest.mark.slow)])
+def test_fit_gives_the_same_model_on_1_2_4_devices(variants, devices):
     """TrainConfig(devices=N) / `--devices N`: the user step and the item step (SSP; noisy GD
     by items, or by users with the MLP encoder; full batch and Poisson-sampled) sharded;
     same seed → same released V and same ε on 1, 2, 4 devices."""
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     env.pop("XLA_FLAGS", None)
     # devices come from request_devices (jax_num_cpu_devices), as under `dpmt train --devices`
-    code = "from dpmt.solvers.sharding import request_devices; request_devices(4)\n" + FIT_SCRIPT
+    code = ("from dpmt.solvers.sharding import request_devices; request_devices(4)\n"
+            f"WANTED, DEVICES = {variants!r}, {devices!r}\n" + FIT_SCRIPT)
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     line = [x for x in p.stdout.splitlines() if x.startswith("RESULT")][-1]
     res = json.loads(line[len("RESULT"):])
-    assert set(res) == {"ssp", "gd", "gd-mlp", "gd-poisson"}
+    assert set(res) == set(variants)
     for solver in res:
+        assert sorted(int(D) for D in res[solver]) == sorted(devices)
         for D, v in res[solver].items():
             assert v["dV"] <= 1e-4 * max(1.0, v["scale"]), (solver, D, v)
             assert v["eps"] == v["eps1"] and v["eps"] <= 3.0 + 1e-3
