@@ -67,12 +67,25 @@ def _dot_scores(U, V, rows):
 
 
 # -- padded per-user item lists -------------------------------------------------------------------
-def _user_lists(r, users: np.ndarray):
-    """Padded item lists of ``users`` in ratings ``r``; returns (items (n, L) with pad = -1)."""
+def _list_width(r, users: np.ndarray) -> int:
+    """Padded list width for ``users``: their longest list, rounded up to a power of two."""
+    lens = r.by_user.lengths[users]
+    width = max(1, int(lens.max()) if len(lens) else 1)
+    return 1 << (width - 1).bit_length()
+
+
+def _user_lists(r, users: np.ndarray, width: int | None = None, rows: int | None = None):
+    """Padded item lists of ``users`` in ratings ``r``: int32 (rows, width), pad = -1 (also
+    the extra rows beyond ``len(users)`` when ``rows`` is given). Built per batch of users:
+    for all users at once the (n, width) index arrays are O(n · max list length) — 20 GB at
+    ML-20M scale."""
     csr = r.by_user
     lens = csr.lengths[users]
-    width = max(1, int(lens.max()) if len(lens) else 1)
-    width = 1 << (width - 1).bit_length()   # power of two: few distinct shapes, few compiles
+    if width is None:
+        width = _list_width(r, users)
+    if rows is not None and rows > len(users):
+        users = np.concatenate([users, np.zeros(rows - len(users), users.dtype)])
+        lens = np.concatenate([lens, np.zeros(rows - len(lens), lens.dtype)])
     slot = np.arange(width)[None, :]
     valid = slot < lens[:, None]
     src = np.where(valid, csr.indptr[users][:, None] + slot, 0)
@@ -199,16 +212,14 @@ def ranking_metrics(U_eval: jax.Array | None, V: jax.Array | None, history, targ
     sums = np.zeros((1 + n_buckets, len(ks), 2))
     counts = np.zeros(1 + n_buckets, np.int64)
     if n_eval:
-        hist_items = _user_lists(history, eval_users)
-        tgt_items = _user_lists(tgt, eval_users)
+        # one width for all batches (one compiled shape); lists built batch by batch
+        w_hist, w_tgt = _list_width(history, eval_users), _list_width(tgt, eval_users)
         B = max(1, min(batch_size, n_eval))
         n_batches = -(-n_eval // B)
         pad = n_batches * B - n_eval
         padn = lambda a, fill: np.concatenate([a, np.full((pad,) + a.shape[1:], fill, a.dtype)])
         users_p = padn(eval_users.astype(np.int32), eval_users[0])
         rows_p = padn(rows.astype(np.int32), rows[0])
-        hist_p = padn(hist_items, -1)
-        tgt_p = padn(tgt_items, -1)                       # pad users have no targets
         bucket_arr = jnp.asarray(item_buckets if item_buckets is not None
                                  else np.zeros(m, np.int32))
         if score_fn is None:
@@ -220,9 +231,11 @@ def ranking_metrics(U_eval: jax.Array | None, V: jax.Array | None, history, targ
                 scores = _dot_scores(U_eval, V, jnp.asarray(rows_p[sl]))
             else:
                 scores = score_fn(jnp.asarray(users_p[sl]))
-            rec, ndcg, nrel = _batch_metrics(scores, jnp.asarray(hist_p[sl]),
-                                             jnp.asarray(tgt_p[sl]), bucket_arr, ks=ks,
-                                             n_buckets=n_buckets)
+            real = eval_users[sl]                         # pad users: no history, no targets
+            hist_b = _user_lists(history, real, w_hist, rows=B)
+            tgt_b = _user_lists(tgt, real, w_tgt, rows=B)
+            rec, ndcg, nrel = _batch_metrics(scores, jnp.asarray(hist_b), jnp.asarray(tgt_b),
+                                             bucket_arr, ks=ks, n_buckets=n_buckets)
             rec, ndcg, nrel = (np.asarray(x, np.float64) for x in (rec, ndcg, nrel))
             sums[..., 0] += rec.sum(0)
             sums[..., 1] += ndcg.sum(0)
