@@ -801,6 +801,8 @@ def run(args) -> int:
         (lambda msg: print(msg, file=sys.stderr, flush=True))
     if args.dim < 1:
         raise ConfigError(f"--dim must be >= 1 (got {args.dim})")
+    if args.devices < 1:
+        raise ConfigError(f"--devices must be >= 1 (got {args.devices})")
     if args.interactions is not None and args.interactions < 1:
         raise ConfigError(f"--interactions must be >= 1 (got {args.interactions})")
     if args.suite or args.report_only:

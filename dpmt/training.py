@@ -394,7 +394,6 @@ class _GDState:
 
     def __init__(self, cfg: TrainConfig, item_features, train: Ratings, mesh=None,
                  task_layout=None, user_layout=None):
-        # the loop's layouts are passed in: no second copy of the largest arrays of the run
         import optax
 
         from dpmt.solvers import encoders
@@ -411,6 +410,7 @@ class _GDState:
             self.encoder = encoders.MLPEncoder(features=jnp.asarray(item_features, jnp.float32),
                                                hidden=(cfg.mlp_hidden,), dim=cfg.dim)
             self.params = None
+            # the loop's layouts are passed in: no second copy of the run's largest arrays
             self.layout = (user_layout if user_layout is not None
                            else layout_mod.user_layout(train, dim=cfg.dim))
         else:

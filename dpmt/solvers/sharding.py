@@ -240,7 +240,7 @@ def sharded_ssp_item_step(mesh: Mesh, layout: ShardedLayout, X, weights, labels,
         raise ConfigError("sharded_ssp_item_step needs a PRNG key when noise is on")
     if extra is None:
         psd = "project"
-    X = replicate(np.asarray(X, np.float32), mesh)
+    X = replicate(_f32(X), mesh)
     d = X.shape[-1]
     return _sharded_item(mesh, layout, X, replicate(_f32(weights), mesh),
                          replicate(_f32(labels), mesh), replicate(_key_data(key), mesh),
@@ -250,7 +250,13 @@ def sharded_ssp_item_step(mesh: Mesh, layout: ShardedLayout, X, weights, labels,
 
 
 def _f32(x):
-    return None if x is None else np.asarray(x, np.float32)
+    """float32, keeping a jax.Array on its devices (so an already replicated U / V is not
+    copied through the host every step: :func:`_put` passes it through)."""
+    if x is None:
+        return None
+    if isinstance(x, jax.Array):
+        return x if x.dtype == jnp.float32 else x.astype(jnp.float32)
+    return np.asarray(x, np.float32)
 
 
 @jax.jit(static_argnames=("mesh", "psd", "batch_size", "noisy"))
@@ -303,7 +309,7 @@ def sharded_solve_users(mesh: Mesh, layout_by_user: ShardedLayout, V, labels=Non
         raise ConfigError("sharded_solve_users needs reg > 0 or alpha0 > 0")
     if clip_norm is not None:
         check_range("clip_norm", clip_norm, low=0, low_open=True)
-    return _sharded_users(mesh, layout_by_user, replicate(np.asarray(V, np.float32), mesh),
+    return _sharded_users(mesh, layout_by_user, replicate(_f32(V), mesh),
                           replicate(_f32(labels), mesh), replicate(_f32(weights), mesh),
                           replicate(np.float32(reg), mesh), replicate(np.float32(alpha0), mesh),
                           None if clip_norm is None else replicate(np.float32(clip_norm), mesh))
