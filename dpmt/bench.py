@@ -820,10 +820,9 @@ def run(args) -> int:
     if args.devices > 1:
         import jax
 
-        try:   # effective only before JAX's backend starts (it has not, under `dpmt bench`)
-            jax.config.update("jax_num_cpu_devices", args.devices)
-        except Exception:  # noqa: BLE001 - older/newer JAX: fall back to the check below
-            pass
+        from dpmt.solvers.sharding import request_devices
+
+        request_devices(args.devices)   # effective before JAX's backend starts (as here)
         if jax.default_backend() == "cpu" and len(jax.devices()) < args.devices:
             raise ConfigError(
                 f"--devices {args.devices}: JAX already started with {len(jax.devices())} CPU "

@@ -117,8 +117,9 @@ def train(args, mesh=None):
 def cmd_worker(args) -> int:
     import jax
 
-    if args.local_devices > 1:
-        jax.config.update("jax_num_cpu_devices", args.local_devices)
+    from dpmt.solvers.sharding import request_devices
+
+    request_devices(args.local_devices)   # CPU host devices of this process
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(coordinator_address=args.coordinator,
                                num_processes=args.num_processes, process_id=args.process_id,

@@ -29,17 +29,9 @@ all processes' devices (``make_mesh()`` after initialising); arrays are built wi
 :func:`jax.make_array_from_callback`, so each process only materialises its own devices'
 shards. See ``scripts/multihost.py`` and docs/scaling.md.
 
-What to call from :func:`dpmt.training.fit` for ``--devices N`` (SSP solver)::
-
-    mesh  = sharding.make_mesh(N)
-    items = sharding.shard_layout(layout_mod.task_layout(train, dim=cfg.dim), mesh)
-    users = sharding.shard_layout(layout_mod.user_layout(train, dim=cfg.dim), mesh)
-    ...
-    U = sharding.sharded_solve_users(mesh, users, V, reg=cfg.reg, alpha0=cfg.gravity,
-                                     clip_norm=cfg.user_clip)
-    G = noisy_gramian(U, k_gram, sigma_g)                      # unchanged (U is replicated)
-    V = sharding.sharded_ssp_item_step(mesh, items, U, w_j, None, k_item, s_a, s_b, cfg.reg,
-                                       extra=extra)
+``dpmt.training.fit`` uses these for ``TrainConfig(devices=N)`` (``_Steps`` in
+dpmt/training.py; noisy GD through :func:`sharded_clipped_sum`); the memory and communication
+model of these steps is :mod:`dpmt.scaling`.
 """
 
 from __future__ import annotations
@@ -393,26 +385,3 @@ def sharded_clipped_sum(mesh: Mesh, encoder, params, sl: ShardedLayout, X, weigh
     return jax.shard_map(local, mesh=mesh, in_specs=specs_in, check_vma=False,
                          out_specs=(P(), P()))(list(layout.buckets), params, X, clip_norm,
                                                user_mask, opt)
-
-
-# -- sizes (docs/scaling.md) -------------------------------------------------------------------
-def per_device_bytes(layout: Layout, n_devices: int, dim: int, replicated_rows: int,
-                     nnz_replicated: int = 0) -> dict:
-    """Memory per device of one sharded step: its share of the layout (cols, pos int32 + valid
-    bool = 9 bytes per padded slot, rows 4 bytes per row), the replicated inputs
-    (``replicated_rows × d`` float32 features, ``nnz_replicated`` per-rating weights, the
-    ``inverse`` index) and the gathered ``(rows, d)`` output."""
-    slots = sum(b.n_chunks * (-(-b.chunk_rows // n_devices) * n_devices) * b.width
-                for b in layout.buckets)
-    rows = sum(b.n_chunks * (-(-b.chunk_rows // n_devices) * n_devices) for b in layout.buckets)
-    share = (9 * slots + 4 * rows) / n_devices
-    replicated = 4 * (replicated_rows * dim + nnz_replicated + layout.n_rows)
-    return {"layout_share": share, "replicated_inputs": replicated,
-            "output": 4 * rows * dim, "total": share + replicated + 4 * rows * dim}
-
-
-def all_gather_bytes(layout: Layout, n_devices: int, dim: int) -> float:
-    """Bytes each device receives in the step's all-gather: ``(D−1)/D`` of the padded rows'
-    float32 ``(rows, d)`` output."""
-    rows = sum(b.n_chunks * (-(-b.chunk_rows // n_devices) * n_devices) for b in layout.buckets)
-    return 4.0 * rows * dim * (n_devices - 1) / n_devices
