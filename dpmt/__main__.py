@@ -2,6 +2,6 @@
 
 import sys
 
-from dpmt.cli import main
+from dpmt.apps.cli import main
 
 sys.exit(main())

@@ -6,7 +6,7 @@ Example: python scripts/train_movielens.py --dataset ml-100k --weights adaptive 
 """
 import sys
 
-from dpmt.cli import main
+from dpmt.apps.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["train", *sys.argv[1:]]))

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from dpmt import bench
+from dpmt.apps import bench
 from dpmt.data import make_synthetic
 from dpmt.solvers.layout import task_layout, user_layout
 
@@ -64,7 +64,7 @@ def test_json_schema(tiny):
     assert r["machine"]["cores"] >= 1
     # the scaling model's device terms account for the live arrays (U, V, V_new, layouts,
     # weights; GD's parameters and gradient are the rest)
-    from dpmt import scaling
+    from dpmt.apps import scaling
 
     pad = 0.5 * (r["padding"]["items"] + r["padding"]["users"])
     model = scaling.device_bytes(scaling.Problem(r["n_users"], r["n_items"], r["interactions"],

@@ -16,7 +16,7 @@ import math
 import numpy as np
 import pytest
 
-from dpmt.cli import main
+from dpmt.apps.cli import main
 from dpmt.data.fetch import REGISTRY
 
 
@@ -41,10 +41,10 @@ def no_downloads(monkeypatch):
 def tripwires(monkeypatch, no_downloads):
     """Nothing past argument validation may run."""
     rs = importlib.import_module("dpmt.online.ratings_stream")
-    reports = importlib.import_module("dpmt.reports")
+    reports = importlib.import_module("dpmt.apps.compare")
     training = importlib.import_module("dpmt.training")
     monkeypatch.setattr(training, "run", _trip("dpmt.training.run"))
-    monkeypatch.setattr(reports, "run_grid", _trip("dpmt.reports.run_grid"))
+    monkeypatch.setattr(reports, "run_grid", _trip("dpmt.apps.compare.run_grid"))
     monkeypatch.setattr(rs, "ratings_stream", _trip("the stream"))
 
 

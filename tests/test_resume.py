@@ -17,7 +17,7 @@ ARGS = ["train", "--dataset", DATASET, "--dim", "4", "--iterations", "6", "--bud
 
 
 def _dpmt(args, **kw):
-    return subprocess.run([sys.executable, "-m", "dpmt.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "dpmt.apps.cli", *args], capture_output=True,
                           text=True, timeout=600, **kw)
 
 
@@ -28,7 +28,7 @@ def test_kill_mid_run_then_resume_matches_uninterrupted(tmp_path):
     assert r.returncode == 0, r.stderr
 
     run = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "dpmt.cli", *ARGS, "--out", str(run)],
+    proc = subprocess.Popen([sys.executable, "-m", "dpmt.apps.cli", *ARGS, "--out", str(run)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     ckpt = run / "checkpoint.npz"
     deadline = time.time() + 500
@@ -62,7 +62,7 @@ def test_kill_mid_run_then_resume_matches_uninterrupted(tmp_path):
 
 
 def test_resume_without_run_dir_is_a_clear_error(tmp_path, capsys):
-    from dpmt.cli import main
+    from dpmt.apps.cli import main
 
     assert main(["train", "--resume", str(tmp_path / "nothing")]) == 2
     assert "no config.json" in capsys.readouterr().err

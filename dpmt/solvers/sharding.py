@@ -31,7 +31,7 @@ shards. See ``scripts/multihost.py`` and docs/scaling.md.
 
 ``dpmt.training.fit`` uses these for ``TrainConfig(devices=N)`` (``_Steps`` in
 dpmt/training.py; noisy GD through :func:`sharded_clipped_sum`); the memory and communication
-model of these steps is :mod:`dpmt.scaling`.
+model of these steps is :mod:`dpmt.apps.scaling`.
 """
 
 from __future__ import annotations

@@ -204,13 +204,13 @@ def cmd_train(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from dpmt.reports import compare_main
+    from dpmt.apps.compare import compare_main
 
     return compare_main(args)
 
 
 def cmd_demo(args) -> int:
-    from dpmt.reports import demo_main
+    from dpmt.apps.compare import demo_main
 
     return demo_main(args)
 
@@ -273,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("stream", help="JDP online prediction over a ratings stream")
     try:
-        from dpmt.online import cli as online_cli
+        from dpmt.apps import stream as online_cli
 
         online_cli.add_arguments(s)
         s.set_defaults(func=online_cli.run)
@@ -281,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
         s.set_defaults(func=lambda a: (print(f"dpmt stream unavailable: {e}", file=sys.stderr), 2)[1])
 
     try:
-        from dpmt import bench as bench_mod
+        from dpmt.apps import bench as bench_mod
     except ImportError:  # pragma: no cover
         bench_mod = None
     if bench_mod is not None:

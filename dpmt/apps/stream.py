@@ -175,7 +175,7 @@ def _run(args) -> int:
     return 0
 
 
-def main(argv=None) -> int:  # convenience: python -m dpmt.online.cli ...
+def main(argv=None) -> int:  # convenience: python -m dpmt.apps.stream ...
     ap = add_arguments(argparse.ArgumentParser(prog="dpmt stream"))
     return run(ap.parse_args(argv))
 

@@ -533,7 +533,7 @@ def run_suite(out_dir: Path, runs=None, *, data_dir="data", iterations=2, resume
     for size, dim, devices in (runs or suite_runs()):
         path = out_dir / _result_name(size, dim, devices)
         if not (resume and path.exists()):
-            cmd = [sys.executable, "-m", "dpmt.bench", "--dim", str(dim), "--json", str(path),
+            cmd = [sys.executable, "-m", "dpmt.apps.bench", "--dim", str(dim), "--json", str(path),
                    "--iterations", str(iterations), "--data-dir", str(data_dir),
                    "--devices", str(devices)]
             cmd += ["--dataset", size] if isinstance(size, str) else \
@@ -680,12 +680,12 @@ def markdown_tables(results: list[dict], raw_dir: str | None = None) -> str:
             lines.append(f"| {dim} | {fmt(e.get('item_step'))} | {fmt(e.get('user_step'))} | "
                          f"{fmt(e.get('gd_step'))} | {fmt(e.get('iteration'))} |")
         lines += ["", "![time vs interactions](docs/img/bench_scaling.png)"]
-    from dpmt.scaling import check_against_benchmarks
+    from dpmt.apps.scaling import check_against_benchmarks
 
     check = check_against_benchmarks(results)
     if check.count("\n") > 1:
         lines += ["", "### Memory model check (docs/scaling.md)", "",
-                  "`python -m dpmt.scaling --check benchmarks`: the model's device-resident "
+                  "`python -m dpmt.apps.scaling --check benchmarks`: the model's device-resident "
                   "terms against the live JAX arrays (exact accounting of what the iteration "
                   "holds), and its process peak against the measured iterations' peak RSS "
                   "(F fitted on the smallest run per d, the rest predicted).", "", check]
@@ -759,7 +759,7 @@ def write_benchmarks_md(results: list[dict], path: Path, raw_dir: str | None = N
 # CLI
 # ---------------------------------------------------------------------------------------
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Arguments of ``dpmt bench`` (and ``python -m dpmt.bench`` / ``scripts/bench.py``)."""
+    """Arguments of ``dpmt bench`` (and ``python -m dpmt.apps.bench`` / ``scripts/bench.py``)."""
     p.add_argument("--interactions", type=int, default=None,
                    help="size of the synthetic ML-20M-like dataset (default: full ML-20M, "
                         f"{ML20M_INTERACTIONS:,})")

@@ -207,7 +207,7 @@ def _write_csv(rows: list[dict], path: Path) -> None:
 
 
 def compare_main(args) -> int:
-    from dpmt.cli import config_from_args
+    from dpmt.apps.cli import config_from_args
 
     base = config_from_args(args)
     points = build_grid(base, args.weight_grid, args.epsilons, args.solvers, args.baselines)

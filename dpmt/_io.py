@@ -1,0 +1,83 @@
+"""The one atomic writer of the package.
+
+Every file dpmt writes (run directories, models, ledgers, reports, downloads, benchmark JSON)
+goes through :func:`atomic_write_bytes`: a temporary file in the same folder, ``fsync``, then
+``os.replace``. A crash, a full disk or Ctrl-C therefore never leaves a partial file under the
+final name, and a reader sees either the old file or the new one.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "atomic_save_npz"]
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, mode: int = 0o644) -> None:
+    """Write ``data`` to ``path`` atomically (temp file in the same folder + rename).
+
+    ``mode``: the permission bits of the final file (``mkstemp`` creates 0600).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """UTF-8 ``text`` to ``path`` atomically."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: int = 2) -> None:
+    """``obj`` as JSON (NaN → null, ±inf → "inf"/"-inf", numpy scalars as numbers)."""
+    atomic_write_text(path, json.dumps(jsonable(obj), indent=indent) + "\n")
+
+
+def atomic_save_npz(path: str | os.PathLike, **arrays) -> None:
+    """``np.savez`` of ``arrays`` to ``path`` atomically (built in memory, then written)."""
+    import numpy as np
+
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def jsonable(x: Any):
+    """``x`` with numpy scalars/arrays made JSON-native; NaN → None, ±inf → "inf"/"-inf"."""
+    import math
+
+    import numpy as np
+
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return jsonable(x.tolist())
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        v = float(x)
+        if math.isnan(v):
+            return None
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return v
+    return x
