@@ -1,8 +1,23 @@
-"""Training configuration (one dataclass; validated once, serialised with every run)."""
+"""Configuration: what defines a model, apart from how it is executed.
+
+* :class:`TrainConfig` — everything that changes the trained model or its privacy guarantee:
+  data preparation, the model, the weights, the solver (noisy-GD settings in the sub-config
+  :class:`GDConfig`), the privacy target and the seed. Serialised with every run and every
+  saved model; a resumed run must match it field for field.
+* :class:`ExecutionConfig` — how a run is executed (number of devices, where datasets live,
+  progress output). It cannot change the model (tested: 1, 2 and 4 devices give the same V),
+  so resume ignores it and it is not part of a model's fingerprint. The split follows
+  jax-privacy's separation of performance flags from what changes the model.
+
+Every field carries its help text and CLI group in ``dataclasses.field(metadata=...)``; the
+command line (:mod:`dpmt.apps.cli`) is generated from them, so the library and the CLI share
+one set of defaults.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 from typing import Any
@@ -14,112 +29,155 @@ WEIGHTS = ("uniform", "tail", "adaptive", "adaptive-normalized")
 SPLITS = ("per-user", "heldout-users")
 ENCODERS = ("embedding", "mlp")
 ACCOUNTANTS = ("pld", "rdp")
+OPTIMIZERS = ("sgd", "adam")
+ON_DUPLICATE = ("error", "keep-last")
+
+#: bumped when a serialised config changes meaning (saved models record it)
+CONFIG_VERSION = 2
+
+
+def _f(default, help: str, group: str, *, choices=None, flag: str | None = None,
+       none: str | None = None, cli: bool = True, metavar: str | None = None):
+    """A dataclass field with its CLI metadata (help, group, choices, what None means)."""
+    md = {"help": help, "group": group, "choices": choices, "flag": flag, "none": none,
+          "cli": cli, "metavar": metavar}
+    return dataclasses.field(default=default, metadata=md)
+
+
+@dataclasses.dataclass(frozen=True)
+class GDConfig:
+    """Noisy gradient descent (Algorithm 2 of Krichene et al. 2023) on the item step.
+
+    Each alternating-minimisation iteration runs ``steps`` steps of
+    θ ← θ − η (Σ_j clip_G(∇ℓ_j(θ)) + N(0, (zG)² I)) / n̂ (full batch, or Poisson-sampled users
+    at rate q), each step a Gaussian release of sensitivity G.
+    """
+
+    steps: int = _f(10, "noisy gradient steps per alternating-minimisation iteration", "solver")
+    learning_rate: float = _f(100.0, "learning rate η of the noisy gradient steps", "solver")
+    clip: float = _f(0.2, "G, per-user gradient clip norm (the sensitivity of each step)",
+                     "solver")
+    sampling_rate: float | None = _f(None, "Poisson sampling rate q of users per step",
+                                     "solver", none="full batch")
+    optimizer: str = _f("sgd", "optimizer applied to the noisy gradient (optax)", "solver",
+                        choices=OPTIMIZERS)
+    encoder: str = _f("embedding", "item encoder: an embedding table, or an MLP over public "
+                      "item features (ML-100K genres)", "solver", choices=ENCODERS)
+    mlp_hidden: int = _f(64, "hidden width of the MLP encoder", "solver")
+
+    def __post_init__(self):
+        _check_finite(self)
+        check_range("gd.steps", self.steps, low=1, integer=True)
+        check_range("gd.learning_rate", self.learning_rate, low=0.0, low_open=True)
+        check_range("gd.clip", self.clip, low=0.0, low_open=True)
+        if self.sampling_rate is not None:
+            # q = 1 is full batch: say so with None rather than a Poisson event of rate 1
+            check_range("gd.sampling_rate", self.sampling_rate, low=0.0, high=1.0,
+                        low_open=True, high_open=True)
+        _check_choice("gd.optimizer", self.optimizer, OPTIMIZERS)
+        _check_choice("gd.encoder", self.encoder, ENCODERS)
+        check_range("gd.mlp_hidden", self.mlp_hidden, low=1, integer=True)
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    """Everything that defines a run.
+    """Everything that defines a trained model and its privacy guarantee.
 
     Defaults are the ML-100K settings tuned on the validation split at ε = 5 (RESULTS.md):
     small d and few sweeps, because with 943 users the noise of a release grows with d
     while its signal does not; C = 0.1 is about the typical norm of an exact user solve, so
     clipping costs little signal while the sensitivity √β·C² stays small.
 
-    Data:
-      dataset: a dataset name (``ml-100k``...), a ratings file, or ``synthetic:...``.
-      positive_threshold: ratings > threshold are positives (implicit feedback).
-      split: ``per-user`` (each user's positives split train/validation/test) or
-        ``heldout-users`` (Liang et al. 2018).
-      split_fractions: train/validation/test fractions for ``per-user``.
-      heldout_users: validation and test users each for ``heldout-users``.
-
-    Model (alternating minimisation, Chien et al. 2021 / Krichene et al. 2023):
-      dim: embedding dimension d. iterations: alternating-minimisation sweeps.
-      reg: ridge λ. gravity: α0, weight of the unobserved pairs (α0 VᵀV / α0 G_U).
-      user_clip: C, user embeddings are clipped to ‖u_j‖ ≤ C (bounds the sensitivity).
-      init_scale: std of the random initial item embeddings.
-
-    Weights (the paper's w_ij) and budget:
-      weights: ``uniform`` (k items sampled per user, weight 1), ``tail`` (the k least popular
-        by noisy count), ``adaptive`` (ω ∝ n̂^(−μ), eq. (11), clipped to β per user) or
-        ``adaptive-normalized`` (the reference variant: every user exactly at β).
-      mu: exponent μ; None means (1+γ)/4 with ``gamma``.
-      budget: β (= k for the sampling baselines), Σ_i w_ij² ≤ β for every user.
-      count_cap: per-user cap k for the private counts (default: β rounded).
-
-    Solver:
-      solver: ``ssp`` (Algorithm 1) or ``gd`` (noisy gradient descent, Algorithm 2).
-      gd_steps, gd_learning_rate, gd_clip (G), gd_sampling_rate (Poisson q; None = full
-      batch), gd_optimizer (``sgd``/``adam``), encoder (``embedding``/``mlp``), mlp_hidden.
-
-    Privacy:
-      private: False trains without noise (the non-private baseline; weights then all 1).
-      epsilon, delta: the target for the *whole* run (counts + every iteration), calibrated
-        once. accountant: ``pld`` or ``rdp``.
-      count_noise_multiplier: fixed z for the counts (None: calibrated with ratio
-        ``count_noise_ratio``). b_noise_ratio / gram_noise_ratio: noise of b̂ and Ĝ_U
-        relative to Â (the explicit split of the budget).
-
-    Execution:
-      devices: shard the item step (items; users for noisy GD with the MLP encoder) and the
-        user step (users) over this many devices (:mod:`dpmt.solvers.sharding`). Does not change the model: the noise of item
-        i is keyed by i, so 1, 2 or 4 devices give the same V up to float32 round-off. On
-        CPU, that many host devices are created when JAX has not started yet.
-
-    seed: everything random derives from ``jax.random.PRNGKey(seed)``.
+    The model is alternating minimisation (Chien et al. 2021; Krichene et al. 2023): the
+    exact user step u_j = (Σ_{i∈I_j} v_i v_iᵀ + α0 VᵀV + λI)⁻¹ Σ_i y_ij v_i clipped to
+    ‖u_j‖ ≤ C, then a private item step on the weighted objective with weights w_ij,
+    Σ_i w_ij² ≤ β for every user. ``help`` in each field's metadata documents it.
     """
 
-    dataset: str = "ml-100k"
-    data_dir: str = "data"
-    positive_threshold: float = 3.5
-    split: str = "per-user"
-    split_fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)
-    heldout_users: int = 100
+    # -- data --------------------------------------------------------------------------
+    dataset: str = _f("ml-100k", "dataset name (ml-100k, ml-1m, ml-10m, ml-20m, ml-25m, "
+                      "ml-latest-small), a ratings file, tfds:movielens/..., or "
+                      "synthetic[:users=..,items=..,interactions=..,alpha=..]", "data")
+    columns: str | None = _f(None, "column mapping of a CSV/TSV file with a header, e.g. "
+                             "user=uid,item=iid,rating=stars,timestamp=ts", "data",
+                             none="userId,movieId,rating,timestamp", metavar="SPEC")
+    rating_range: str = _f("auto", "allowed rating range of a ratings file: LOW,HIGH, none "
+                           "(no check) or auto (MovieLens formats: 0.5,5)", "data",
+                           metavar="LOW,HIGH")
+    on_duplicate: str = _f("error", "what to do with duplicate (user, item) pairs in a file: "
+                           "error, or keep-last (the latest rating)", "data",
+                           choices=ON_DUPLICATE)
+    positive_threshold: float = _f(3.5, "ratings above this are positives (3.5: 4 and 5 "
+                                   "stars)", "data")
+    split: str = _f("per-user", "per-user: each user's positives split train/validation/test; "
+                    "heldout-users: whole users held out (Liang et al. 2018)", "data",
+                    choices=SPLITS)
+    split_fractions: tuple[float, float, float] = _f(
+        (0.8, 0.1, 0.1), "train/validation/test fractions of the per-user split", "data",
+        cli=False)
+    heldout_users: int = _f(100, "validation users and test users (each) for heldout-users",
+                            "data")
 
-    dim: int = 8
-    iterations: int = 2
-    reg: float = 1.0
-    gravity: float = 0.5
-    user_clip: float = 0.1
-    init_scale: float = 0.1
+    # -- model -------------------------------------------------------------------------
+    dim: int = _f(8, "embedding dimension d", "model")
+    iterations: int = _f(2, "alternating-minimisation sweeps (each one is charged)", "model")
+    reg: float = _f(1.0, "ridge λ of the user and item systems", "model")
+    gravity: float = _f(0.5, "α0, weight of the unobserved pairs (α0 VᵀV, α0 Ĝ_U)", "model")
+    user_clip: float = _f(0.1, "C: user embeddings are clipped to ‖u‖ ≤ C (bounds the "
+                          "sensitivity of every item-step release)", "model")
+    init_scale: float = _f(0.1, "scale of the data-independent initial item embeddings",
+                           "model")
 
-    weights: str = "adaptive"
-    mu: float | None = 0.25
-    gamma: float = 1.0
-    budget: float = 30.0
-    count_cap: int | None = None
+    # -- weights -----------------------------------------------------------------------
+    weights: str = _f("adaptive", "task-user weights w_ij: uniform (k random items per user), "
+                      "tail (the k least popular by noisy count), adaptive (ω ∝ n̂^−μ, eq. 11, "
+                      "clipped to β per user) or adaptive-normalized (every user at β)",
+                      "weights", choices=WEIGHTS)
+    mu: float | None = _f(0.25, "exponent μ of ω_i ∝ n̂_i^−μ", "weights",
+                          none="(1+γ)/4")
+    gamma: float = _f(1.0, "γ of μ = (1+γ)/4 when mu is unset: 0 Lipschitz, 1 strongly "
+                      "convex", "weights")
+    budget: float = _f(30.0, "β: per-user bound on Σ_i w_ij² (= k items for uniform/tail)",
+                       "weights")
+    count_cap: int | None = _f(None, "per-user cap k on the items counted by the private "
+                               "counts", "weights", none="β rounded")
 
-    solver: str = "ssp"
-    gd_steps: int = 10
-    gd_learning_rate: float = 100.0
-    gd_clip: float = 0.2
-    gd_sampling_rate: float | None = None
-    gd_optimizer: str = "sgd"
-    encoder: str = "embedding"
-    mlp_hidden: int = 64
+    # -- solver ------------------------------------------------------------------------
+    solver: str = _f("ssp", "private item step: ssp (sufficient-statistics perturbation, "
+                     "Algorithm 1) or gd (noisy gradient descent, Algorithm 2)", "solver",
+                     choices=SOLVERS)
+    gd: GDConfig = dataclasses.field(default_factory=GDConfig, metadata={"cli": False})
 
-    private: bool = True
-    epsilon: float = 5.0
-    delta: float = 1e-5
-    accountant: str = "pld"
-    count_noise_multiplier: float | None = None
-    count_noise_ratio: float = 1.0
-    b_noise_ratio: float = 1.0
-    gram_noise_ratio: float = 1.0
+    # -- privacy -----------------------------------------------------------------------
+    private: bool = _f(True, "train without noise (the non-private baseline)", "privacy",
+                       flag="--no-privacy")
+    epsilon: float = _f(5.0, "target ε for the whole run (counts + every iteration)",
+                        "privacy")
+    delta: float = _f(1e-5, "target δ for the whole run", "privacy")
+    accountant: str = _f("pld", "dp_accounting accountant: pld (tight) or rdp", "privacy",
+                         choices=ACCOUNTANTS)
+    count_noise_multiplier: float | None = _f(None, "fixed noise multiplier z of the private "
+                                              "item counts", "privacy", flag="--count-noise",
+                                              none="calibrated with the rest")
+    count_noise_ratio: float = _f(1.0, "noise of the counts relative to the other releases",
+                                  "privacy")
+    b_noise_ratio: float = _f(1.0, "noise of b̂ relative to Â (SSP)", "privacy")
+    gram_noise_ratio: float = _f(1.0, "noise of the Gramian Ĝ_U relative to Â", "privacy")
 
-    devices: int = 1
-    seed: int = 0
+    seed: int = _f(0, "random seed: the split and every random stream derive from it",
+                   "model")
 
     def __post_init__(self):
-        for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, float) and not math.isfinite(v):
-                raise ConfigError(f"{f.name} must be a finite number (got {v})")
+        if not isinstance(self.gd, GDConfig):
+            raise ConfigError(f"gd must be a GDConfig (got {type(self.gd).__name__}); use "
+                              "TrainConfig(gd=GDConfig(steps=...))")
+        _check_finite(self)
         for name, allowed in [("solver", SOLVERS), ("weights", WEIGHTS), ("split", SPLITS),
-                              ("encoder", ENCODERS), ("accountant", ACCOUNTANTS),
-                              ("gd_optimizer", ("sgd", "adam"))]:
-            if getattr(self, name) not in allowed:
-                raise ConfigError(f"{name} must be one of {', '.join(allowed)} "
+                              ("accountant", ACCOUNTANTS), ("on_duplicate", ON_DUPLICATE)]:
+            _check_choice(name, getattr(self, name), allowed)
+        for name in ("dataset", "rating_range"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise ConfigError(f"{name} must be a non-empty string "
                                   f"(got {getattr(self, name)!r})")
         check_range("dim", self.dim, low=1, integer=True)
         check_range("iterations", self.iterations, low=1, integer=True)
@@ -133,13 +191,8 @@ class TrainConfig:
         check_range("budget", self.budget, low=0.0, low_open=True)
         if self.count_cap is not None:
             check_range("count_cap", self.count_cap, low=1, integer=True)
-        check_range("gd_steps", self.gd_steps, low=1, integer=True)
-        check_range("gd_learning_rate", self.gd_learning_rate, low=0.0, low_open=True)
-        check_range("gd_clip", self.gd_clip, low=0.0, low_open=True)
-        if self.gd_sampling_rate is not None:
-            check_range("gd_sampling_rate", self.gd_sampling_rate, low=0.0, high=1.0,
-                        low_open=True)
-        check_range("mlp_hidden", self.mlp_hidden, low=1, integer=True)
+        if not isinstance(self.private, bool):
+            raise ConfigError(f"private must be True or False (got {self.private!r})")
         check_range("epsilon", self.epsilon, low=0.0, low_open=True)
         check_range("delta", self.delta, low=0.0, high=1.0, low_open=True, high_open=True)
         if self.count_noise_multiplier is not None:
@@ -153,12 +206,12 @@ class TrainConfig:
             raise ConfigError("split_fractions must be three non-negative numbers summing to 1 "
                               f"(got {self.split_fractions})")
         check_range("heldout_users", self.heldout_users, low=1, integer=True)
-        check_range("seed", self.seed, low=0, integer=True)
-        check_range("devices", self.devices, low=1, integer=True)
+        # a seed becomes a JAX PRNG key (uint32 pair) and a numpy seed: keep it in range
+        check_range("seed", self.seed, low=0, high=2**31 - 1, integer=True)
         if self.weights in ("uniform", "tail") and not float(self.budget).is_integer():
             raise ConfigError(f"weights={self.weights!r} samples k = budget items per user, so "
                               f"budget must be an integer (got {self.budget})")
-        if self.encoder == "mlp" and self.solver != "gd":
+        if self.gd.encoder == "mlp" and self.solver != "gd":
             raise ConfigError("encoder='mlp' needs solver='gd' (SSP solves a linear model per "
                               "item)")
 
@@ -178,6 +231,9 @@ class TrainConfig:
         return self.private and (self.weights != "uniform" or self.solver == "gd")
 
     def replace(self, **changes) -> "TrainConfig":
+        """A copy with ``changes``; ``gd=dict(...)`` updates fields of the GD sub-config."""
+        if isinstance(changes.get("gd"), dict):
+            changes["gd"] = dataclasses.replace(self.gd, **changes["gd"])
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
@@ -188,13 +244,96 @@ class TrainConfig:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
 
+    def fingerprint(self) -> str:
+        """SHA-256 (hex, 16 chars) of the canonical JSON: equal iff the configs are equal."""
+        text = json.dumps(self.to_dict(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def diff(self, other: "TrainConfig") -> list[str]:
+        """``field: mine → other's`` for every field that differs (``gd.steps``...)."""
+        a, b = _flat(self.to_dict()), _flat(other.to_dict())
+        return [f"{k}: {a.get(k)!r} → {b.get(k)!r}" for k in sorted(set(a) | set(b))
+                if a.get(k) != b.get(k)]
+
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ConfigError(f"unknown config keys: {', '.join(sorted(unknown))}")
+    def from_dict(cls, d: Any) -> "TrainConfig":
+        """The config of :meth:`to_dict` (refuses unknown keys and non-dicts clearly)."""
+        if not isinstance(d, dict):
+            raise ConfigError(f"a config must be a JSON object (got {type(d).__name__})")
         d = dict(d)
+        gd = d.pop("gd", {})
+        if not isinstance(gd, dict):
+            raise ConfigError(f"config key 'gd' must be an object (got {type(gd).__name__})")
+        _unknown(cls, d, "")
+        _unknown(GDConfig, gd, "gd.")
         if "split_fractions" in d:
+            if not isinstance(d["split_fractions"], (list, tuple)):
+                raise ConfigError("split_fractions must be a list of three numbers")
             d["split_fractions"] = tuple(d["split_fractions"])
-        return cls(**d)
+        try:
+            return cls(gd=GDConfig(**gd), **d)
+        except TypeError as e:   # a mistyped value that a comparison could not handle
+            raise ConfigError(f"invalid config value: {e}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecutionConfig:
+    """How a run is executed; none of it changes the model (so resume ignores it).
+
+    devices: shard the user step (by users) and the item step (by items; by users for noisy
+      GD with the MLP encoder) over this many devices (:mod:`dpmt.solvers.sharding`). The noise
+      of item i is keyed by i, so 1, 2 or 4 devices give the same V up to float32 round-off.
+      On CPU, that many host devices are created when JAX has not started yet.
+    data_dir: where datasets are downloaded and read.
+    progress: progress bars and status lines on stderr.
+    lapack_threads: see :func:`dpmt.runtime.limit_lapack_threads` (one thread per LAPACK call
+      is ~6× faster for the solvers' batches of small systems on CPU).
+    """
+
+    devices: int = _f(1, "shard the user and item steps over this many devices; the same "
+                      "seed gives the same model on any number (on CPU: that many host "
+                      "devices, one core each)", "execution")
+    data_dir: str = _f("data", "where datasets are downloaded and read", "execution")
+    progress: bool = _f(True, "no progress bars", "execution", flag="--quiet")
+    lapack_threads: int | None = _f(None, "threads of the OpenBLAS behind the CPU LAPACK "
+                                    "kernels (eigh, Cholesky), set when a run starts; 0 leaves "
+                                    "it alone", "execution", cli=False,
+                                    none="$DPMT_LAPACK_THREADS or 1")
+
+    def __post_init__(self):
+        check_range("devices", self.devices, low=1, integer=True)
+        if not isinstance(self.data_dir, str) or not self.data_dir:
+            raise ConfigError(f"data_dir must be a non-empty path (got {self.data_dir!r})")
+        if self.lapack_threads is not None:
+            check_range("lapack_threads", self.lapack_threads, low=0, integer=True)
+
+
+def _check_finite(cfg) -> None:
+    """±inf is refused here; NaN by each field's range check (whose message gives the
+    range)."""
+    prefix = "gd." if isinstance(cfg, GDConfig) else ""
+    for f in dataclasses.fields(cfg):
+        v = getattr(cfg, f.name)
+        if isinstance(v, float) and math.isinf(v):
+            raise ConfigError(f"{prefix}{f.name} must be a finite number (got {v})")
+
+
+def _check_choice(name: str, value, allowed) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{name} must be one of {', '.join(allowed)} (got {value!r})")
+
+
+def _unknown(cls, d: dict, prefix: str) -> None:
+    unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
+    if unknown:
+        raise ConfigError(f"unknown config keys: {', '.join(prefix + k for k in sorted(unknown))}")
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[prefix + k] = v
+    return out

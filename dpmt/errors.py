@@ -30,19 +30,37 @@ def check_range(name: str, value, *, low=None, high=None, low_open=False, high_o
     """Raise :class:`ConfigError` unless ``low (<|<=) value (<|<=) high``.
 
     The message states the value given and the allowed range, e.g.
-    ``epsilon must be > 0 (got -1.0)``.
+    ``epsilon must be > 0 (got -1.0)`` or ``delta must be in (0, 1) (got 1.5)``.
     """
     import math
 
-    if integer and (isinstance(value, bool) or not float(value).is_integer()):
-        raise ConfigError(f"{name} must be an integer (got {value!r})")
+    def fmt(x):   # 0.0 -> 0, 1e-05 stays, 2147483647 stays
+        if isinstance(x, int):
+            return str(x)
+        return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
+
+    if low is not None and high is not None:
+        allowed = (f"in {'(' if low_open else '['}{fmt(low)}, {fmt(high)}"
+                   f"{')' if high_open else ']'}")
+    elif low is not None:
+        allowed = f"{'>' if low_open else '>='} {fmt(low)}"
+    elif high is not None:
+        allowed = f"{'<' if high_open else '<='} {fmt(high)}"
+    else:
+        allowed = ""
+    if integer and (isinstance(value, bool) or not isinstance(value, (int, float))
+                    or not float(value).is_integer()):
+        raise ConfigError(f"{name} must be an integer{' ' + allowed if allowed else ''} "
+                          f"(got {value!r})")
+    if isinstance(value, bool):
+        raise ConfigError(f"{name} must be a number (got {value!r})")
     try:
         v = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ConfigError(f"{name} must be a number (got {value!r})") from None
     if math.isnan(v):
-        raise ConfigError(f"{name} must be a number, not NaN")
-    if low is not None and (v <= low if low_open else v < low):
-        raise ConfigError(f"{name} must be {'>' if low_open else '>='} {low} (got {value!r})")
-    if high is not None and (v >= high if high_open else v > high):
-        raise ConfigError(f"{name} must be {'<' if high_open else '<='} {high} (got {value!r})")
+        raise ConfigError(f"{name} must be a number{' ' + allowed if allowed else ''}, not NaN "
+                          f"(got {value!r})")
+    if (low is not None and (v <= low if low_open else v < low)) or \
+            (high is not None and (v >= high if high_open else v > high)):
+        raise ConfigError(f"{name} must be {allowed} (got {value!r})")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmarks of the private iteration: a thin wrapper around ``dpmt bench`` (dpmt/bench.py).
+"""Benchmarks of the private iteration: a thin wrapper around ``dpmt bench`` (dpmt/apps/bench.py).
 
     python scripts/bench.py --suite            # all sizes, d = 64 and 128; BENCHMARKS.md + plot
     python scripts/bench.py --interactions 5000000 --dim 128 --json out.json

@@ -2,8 +2,9 @@
 """Private alternating minimisation across several processes (hosts) with jax.distributed.
 
 Each process runs this same program (SPMD, one process per host on a cluster). After
-``jax.distributed.initialize`` the mesh spans every process's devices; the user and item
-layouts are sharded by rows over it (:mod:`dpmt.solvers.sharding`), so each process
+``jax.distributed.initialize`` the mesh spans every process's devices; the steps come from
+:func:`dpmt.solvers.steps.make_steps` with ``devices`` = all of them, which shards the user and
+item layouts by rows over that mesh (:mod:`dpmt.solvers.sharding`), so each process
 materialises and solves only its share of users (user step) and of items (item step); the
 results are all-gathered (CPU: gloo over TCP), so every process ends with the same V.
 
@@ -13,8 +14,8 @@ One worker::
         --process-id $RANK --out v.npz [--local-devices 1] [data/model options]
 
 All workers on this machine over loopback (what tests/test_sharding.py does; add ``--fit``
-to run ``dpmt.training.fit`` itself with ``TrainConfig(devices=<all devices>)``), plus the
-single-process reference and the comparison::
+to run :func:`dpmt.train.loop.fit` itself with ``ExecutionConfig(devices=<all devices>)``),
+plus the single-process reference and the comparison::
 
     python scripts/multihost.py launch --num-processes 2 --out /tmp/mh
 
@@ -41,76 +42,76 @@ def add_model_args(p):
     p.add_argument("--iterations", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--fit", action="store_true",
-                   help="run dpmt.training.fit (TrainConfig(devices=all devices of all "
+                   help="run dpmt.train.loop.fit (ExecutionConfig(devices=all devices of all "
                         "processes)) instead of the bare solver loop")
     p.add_argument("--solver", choices=["ssp", "gd"], default="ssp", help="with --fit")
 
 
-def train_fit(args, mesh=None):
-    """``dpmt.training.fit`` itself — the library's training loop, private counts, weights,
-    calibrated ledger and evaluation — with ``TrainConfig(devices=…)`` = every device of every
-    process when ``mesh`` is given, else one device. Returns V, seconds per iteration, and
-    (ε, Recall@20)."""
+def _devices(mesh) -> int:
+    """Every device of every process when ``mesh`` is given (the workers), else one."""
     import jax
 
-    from dpmt.config import TrainConfig
+    return len(jax.devices()) if mesh is not None else 1
+
+
+def train_fit(args, mesh=None):
+    """:func:`dpmt.train.loop.fit` itself — the library's training loop, private counts,
+    weights, calibrated ledger and evaluation — with ``ExecutionConfig(devices=…)`` = every
+    device of every process when ``mesh`` is given, else one device. Returns V, seconds per
+    iteration, and (ε, Recall@20)."""
+    from dpmt.config import ExecutionConfig, TrainConfig
     from dpmt.data import make_synthetic, per_user_split
-    from dpmt.training import fit
+    from dpmt.train.loop import fit
 
     r = make_synthetic(n_users=args.users, n_items=args.items,
                        n_interactions=args.interactions, seed=args.seed)
     split = per_user_split(r, seed=args.seed)
     cfg = TrainConfig(dataset="synthetic", solver=args.solver, dim=args.dim,
-                      iterations=args.iterations, epsilon=2.0, seed=args.seed,
-                      devices=len(jax.devices()) if mesh is not None else 1)
-    res = fit(split.train, cfg, test=split.test)
+                      iterations=args.iterations, epsilon=2.0, seed=args.seed)
+    res = fit(split.train, cfg, test=split.test,
+              execution=ExecutionConfig(devices=_devices(mesh), progress=False))
     secs = [h["seconds"] for h in res.history]
     return res.item_embeddings, [b - a for a, b in zip([0.0] + secs, secs)], \
         {"epsilon": res.epsilon, "recall@20": res.metrics["overall"]["recall@20"]}
 
 
 def train(args, mesh=None):
-    """Two (or --iterations) private iterations; sharded over ``mesh`` if given, else the
-    single-device functions. Returns V (numpy) and the seconds per iteration."""
+    """Two (or --iterations) SSP iterations of the bare solver loop (no counts, plan or
+    ledger: fixed noise σ_A = σ_b = 0.5, Gramian noise 0.3, uniform random weights) on the
+    steps of :func:`dpmt.solvers.steps.make_steps` — sharded over every device of every
+    process if ``mesh`` is given, else on one device. Returns V (numpy) and the seconds per
+    iteration."""
     if args.fit:
         return train_fit(args, mesh)
     import jax
     import numpy as np
 
+    from dpmt.config import TrainConfig
     from dpmt.data import make_synthetic
-    from dpmt.solvers import layout as L
-    from dpmt.solvers import sharding as S
-    from dpmt.solvers.ssp import noisy_gramian, ssp_item_step
-    from dpmt.solvers.user_step import solve_users
+    from dpmt.solvers.ssp import noisy_gramian
+    from dpmt.solvers.steps import ItemNoise, make_steps
 
     r = make_synthetic(n_users=args.users, n_items=args.items,
                        n_interactions=args.interactions, seed=args.seed)
-    d = args.dim
-    TL, UL = L.task_layout(r, dim=d), L.user_layout(r, dim=d)
+    cfg = TrainConfig(dataset="synthetic", solver="ssp", dim=args.dim, reg=1.0, gravity=0.1,
+                      user_clip=1.0, seed=args.seed)
     w = np.random.default_rng(args.seed).uniform(0.2, 1.0, r.nnz).astype(np.float32)
-    if mesh is None:
-        users = lambda V: solve_users(UL, V, reg=1.0, alpha0=0.1, clip_norm=1.0)
-        items = lambda U, k, e: ssp_item_step(TL, U, w, None, k, 0.5, 0.5, 1.0, extra=e)
-    else:
-        st, su = S.shard_layout(TL, mesh), S.shard_layout(UL, mesh)
-        users = lambda V: S.sharded_solve_users(mesh, su, V, reg=1.0, alpha0=0.1, clip_norm=1.0)
-        items = lambda U, k, e: S.sharded_ssp_item_step(mesh, st, U, w, None, k, 0.5, 0.5, 1.0,
-                                                        extra=e)
-    V = 0.1 * jax.random.normal(jax.random.PRNGKey(args.seed), (r.n_items, d))
-    if mesh is not None:
-        V = S.replicate(np.asarray(V), mesh)
+    steps = make_steps(cfg, r, w, devices=_devices(mesh))
+    V = steps.replicated(0.1 * jax.random.normal(jax.random.PRNGKey(args.seed),
+                                                 (r.n_items, cfg.dim)))
+    state = steps.item_step.init(jax.random.PRNGKey(args.seed), V)
     key = jax.random.PRNGKey(args.seed + 1)
     times = []
     for t in range(args.iterations):
         t0 = time.perf_counter()
         kg, ki = jax.random.split(jax.random.fold_in(key, t))
-        U = users(V)
-        extra = 0.1 * noisy_gramian(U, kg, 0.3)
-        V = items(U, ki, extra)
+        U = steps.solve_users(V)
+        extra = cfg.gravity * noisy_gramian(U, kg, 0.3)
+        V, state = steps.item_step.update(state, V, U, ki, ItemNoise(0.5, 0.5), extra, None)
         jax.block_until_ready(V)
         times.append(time.perf_counter() - t0)
     # V is replicated: every process can read all of it
-    return np.asarray(jax.device_get(V.addressable_shards[0].data) if mesh is not None
+    return np.asarray(jax.device_get(V.addressable_shards[0].data) if steps.mesh is not None
                       else V), times, {}
 
 
@@ -128,7 +129,7 @@ def cmd_worker(args) -> int:
 
     from dpmt.solvers import sharding as S
 
-    mesh = S.make_mesh()
+    mesh = S.make_mesh()   # every process's devices: what make_steps shards over
     info = {"process": jax.process_index(), "processes": jax.process_count(),
             "global_devices": len(jax.devices()), "local_devices": len(jax.local_devices())}
     V, times, extra = train(args, mesh)

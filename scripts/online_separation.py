@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Mistakes vs horizon T for private online learners and predictors (Sanyal 2026).
 
-Thin wrapper around :func:`dpmt.online.experiments.main`; see ``--help``.
+Thin wrapper around :func:`experiments.online_separation.main`; see ``--help``.
 ``python scripts/online_separation.py --quick`` runs the small version; the run of
 ``docs/online.md`` (about 2–3 minutes on 2 shared cores)::
 
@@ -12,8 +12,11 @@ Thin wrapper around :func:`dpmt.online.experiments.main`; see ``--help``.
 """
 
 import sys
+from pathlib import Path
 
-from dpmt.online.experiments import main
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the repository root
+
+from experiments.online_separation import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

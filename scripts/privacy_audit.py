@@ -1,10 +1,11 @@
 #!/usr/bin/env python
 """Empirical privacy audits of dpmt's mechanisms (full size) and of their broken twins.
 
-Runs :func:`dpmt.audit.run_all` and prints / writes the table: mechanism, claimed ε, δ,
+Runs :func:`experiments.audits.run_all` and prints / writes the table: mechanism, claimed ε, δ,
 trials, empirical ε lower bound (with CI) and the broken twin's bound. ``--repeats R`` also
 re-runs each audit and twin at ``--repeat-trials`` trials with R seeds to measure the tests'
-false-failure rates. See ``dpmt/audit.py`` for the method.
+false-failure rates. See ``experiments/audits.py`` for the audits and ``dpmt/audit.py``
+for the statistics.
 
     python scripts/privacy_audit.py                      # 50,000 trials per dataset
     python scripts/privacy_audit.py --trials 4000 --out runs/audit
@@ -16,7 +17,10 @@ import sys
 import time
 from pathlib import Path
 
-from dpmt import audit
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the repository root
+
+from dpmt import audit  # noqa: E402
+from experiments import audits  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -24,7 +28,7 @@ def main(argv=None) -> int:
     p.add_argument("--trials", type=int, default=50_000, help="releases per dataset")
     p.add_argument("--confidence", type=float, default=0.95)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--mechanisms", nargs="+", default=None, choices=list(audit.MECHANISMS))
+    p.add_argument("--mechanisms", nargs="+", default=None, choices=list(audits.MECHANISMS))
     p.add_argument("--repeats", type=int, default=0,
                    help="also estimate false-failure rates from this many seeds")
     p.add_argument("--repeat-trials", type=int, default=4000)
@@ -39,16 +43,16 @@ def main(argv=None) -> int:
         for r in pair:
             print(f"[{time.time() - t0:7.1f}s] {r.summary()}", file=sys.stderr, flush=True)
 
-    pairs = audit.run_all(args.trials, confidence=args.confidence, seed=args.seed,
-                          mechanisms=args.mechanisms, progress=progress)
+    pairs = audits.run_all(args.trials, confidence=args.confidence, seed=args.seed,
+                           mechanisms=args.mechanisms, progress=progress)
     table = audit.format_table(pairs)
     print(table)
     rates = []
     if args.repeats:
-        for name in args.mechanisms or audit.MECHANISMS:
-            r = audit.repeat_rates(name, args.repeats, args.repeat_trials,
-                                   real_confidence=args.real_confidence,
-                                   twin_confidence=args.confidence)
+        for name in args.mechanisms or audits.MECHANISMS:
+            r = audits.repeat_rates(name, args.repeats, args.repeat_trials,
+                                    real_confidence=args.real_confidence,
+                                    twin_confidence=args.confidence)
             rates.append(r)
             print(f"{name}: {r}", flush=True)
     if args.out:

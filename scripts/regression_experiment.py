@@ -5,8 +5,12 @@ measured excess-risk ratio against the predicted R1, across task-size skews.
 Example: python scripts/regression_experiment.py --seeds 5 --epsilon 1
 """
 import argparse
+import sys
+from pathlib import Path
 
-from dpmt.regression_experiment import format_rows, run_experiment
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the repository root
+
+from experiments.regression import format_rows, run_experiment  # noqa: E402
 
 
 def main() -> None:

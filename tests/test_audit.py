@@ -1,12 +1,13 @@
-"""Empirical privacy audits (dpmt.audit): the harness's statistics, then every mechanism and
-its deliberately broken twin.
+"""Empirical privacy audits: the statistics (dpmt.audit), then every mechanism and its
+deliberately broken twin (experiments.audits).
 
 Each mechanism test asserts that the empirical lower bound on ε stays below the claimed ε
 (at 99% confidence); each twin asserts that the same audit catches the broken mechanism
 (lower bound above the claim, at 95% confidence). Seeds are fixed, so every test is
 deterministic; the false-failure rates stated in the comments are over the choice of seed,
-measured with ``scripts/privacy_audit.py``-style repeats (``dpmt.audit.repeat_rates``) over
-seeds 0..99 at the default sizes here, plus the guarantee where one exists.
+measured with ``scripts/privacy_audit.py``-style repeats
+(``experiments.audits.repeat_rates``) over seeds 0..99 at the default sizes here, plus the
+guarantee where one exists.
 
 Sizes: 4,000 releases per dataset (Mirror: 10,000, it is cheap and its twin needs the
 power); the ``slow`` versions use 50,000.
@@ -21,6 +22,7 @@ from scipy import stats
 
 from dpmt import audit
 from dpmt.errors import ConfigError
+from experiments import audits
 
 PASS_CONF = 0.99    # real mechanisms: false failure <= 1% guaranteed (Clopper-Pearson)
 TWIN_CONF = 0.95    # broken twins: "caught" means the violation is shown at 95% confidence
@@ -28,13 +30,13 @@ TRIALS = {"ssp_A": 4000, "ssp_b": 4000, "noisy_gd": 4000, "counts": 4000,
           "counts_many": 4000, "mirror": 10_000, "combiner": 4000}
 FULL = 50_000
 
-_KW = {"ssp_A": (audit.audit_ssp, {"statistic": "A"}),
-       "ssp_b": (audit.audit_ssp, {"statistic": "b"}),
-       "noisy_gd": (audit.audit_noisy_gd, {}),
-       "counts": (audit.audit_counts, {}),
-       "counts_many": (audit.audit_counts, {"canary_items": 200}),
-       "mirror": (audit.audit_mirror, {}),
-       "combiner": (audit.audit_combiner, {})}
+_KW = {"ssp_A": (audits.audit_ssp, {"statistic": "A"}),
+       "ssp_b": (audits.audit_ssp, {"statistic": "b"}),
+       "noisy_gd": (audits.audit_noisy_gd, {}),
+       "counts": (audits.audit_counts, {}),
+       "counts_many": (audits.audit_counts, {"canary_items": 200}),
+       "mirror": (audits.audit_mirror, {}),
+       "combiner": (audits.audit_combiner, {})}
 
 
 @functools.lru_cache(maxsize=None)
@@ -131,7 +133,7 @@ def test_harness_rejects_bad_input():
     with pytest.raises(ConfigError, match="confidence"):
         audit.epsilon_lower_bound(x, x, 1e-5, confidence=1.0)
     with pytest.raises(ConfigError, match="trials"):
-        audit.audit_mirror(10)
+        audits.audit_mirror(10)
 
 
 def test_bernoulli_llr_matches_direct_computation():
@@ -151,8 +153,8 @@ def test_bernoulli_llr_matches_direct_computation():
 # ------------------------------------------------------------------------------------------
 # Mechanisms and their broken twins
 #
-# False-failure rates, over the choice of seed (measured with dpmt.audit.repeat_rates on the
-# same datasets: 100 seeds for Mirror/Combiner, 40 for the others; bound mean ± sd):
+# False-failure rates, over the choice of seed (measured with experiments.audits.repeat_rates
+# on the same datasets: 100 seeds for Mirror/Combiner, 40 for the others; bound mean ± sd):
 #   real audits (fail if bound > claim): guaranteed <= 1% by Clopper-Pearson (99%, held-out
 #     threshold) whatever the mechanism's true epsilon up to the claim; measured 0 failures,
 #     bounds SSP A 0.43 ± 0.20, SSP b 0.47 ± 0.14, GD 0.45 ± 0.23, counts 0.45 ± 0.21 (claims
@@ -262,17 +264,17 @@ def test_full_size_audit_and_twin(name):
 def test_full_size_poisson_sampled_gd():
     # DP-SGD variant: Poisson sampling q = 0.5 amplifies privacy; the claim is the
     # subsampled Gaussian's epsilon (PoissonSampledDpEvent). The same clipping break.
-    real = audit.audit_noisy_gd(FULL, sampling_rate=0.5, confidence=PASS_CONF)
-    twin = audit.audit_noisy_gd(FULL, sampling_rate=0.5, broken=True, confidence=TWIN_CONF)
+    real = audits.audit_noisy_gd(FULL, sampling_rate=0.5, confidence=PASS_CONF)
+    twin = audits.audit_noisy_gd(FULL, sampling_rate=0.5, broken=True, confidence=TWIN_CONF)
     assert real.epsilon_lb <= real.claimed_epsilon, real.summary()
     assert twin.epsilon_lb > twin.claimed_epsilon, twin.summary()
 
 
 @pytest.mark.slow
 def test_full_size_counts_without_user_count():
-    real = audit.audit_counts(FULL, include_user_count=False, confidence=PASS_CONF)
-    twin = audit.audit_counts(FULL, include_user_count=False, broken=True,
-                              confidence=TWIN_CONF)
+    real = audits.audit_counts(FULL, include_user_count=False, confidence=PASS_CONF)
+    twin = audits.audit_counts(FULL, include_user_count=False, broken=True,
+                               confidence=TWIN_CONF)
     assert real.details["sensitivity"] == pytest.approx(math.sqrt(2))
     assert real.epsilon_lb <= real.claimed_epsilon, real.summary()
     assert twin.epsilon_lb > twin.claimed_epsilon, twin.summary()

@@ -2,11 +2,14 @@
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
-from dpmt.apps import bench
+from dpmt.apps import bench, bench_report
 from dpmt.data import make_synthetic
 from dpmt.solvers.layout import task_layout, user_layout
 
@@ -29,8 +32,14 @@ def test_flop_formulas_count_padded_slots_and_items():
     assert g["real"] < g["total"]
     assert bench.gd_step_flops(T, r.n_users, d)["total"] == 4 * d * T.padded_slots \
         + 2 * d * r.n_users
-    assert bench.fit_exponent([1e6, 4e6], [2.0, 8.0]) == pytest.approx(1.0)
-    assert bench.fit_exponent([1e6], [2.0]) is None
+
+
+def test_fit_exponent_is_the_log_log_slope_of_at_least_two_points():
+    assert bench_report.fit_exponent([1e6, 4e6], [2.0, 8.0]) == pytest.approx(1.0)
+    assert bench_report.fit_exponent([1e6], [2.0]) is None
+    # the report's names stay importable from the bench module (scripts, old callers)
+    assert bench.fit_exponent is bench_report.fit_exponent
+    assert bench.MARKER == bench_report.MARKER
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +53,9 @@ def tiny(tmp_path_factory):
     return json.loads(path.read_text())
 
 
-def test_json_schema(tiny):
+def test_tiny_run_writes_every_field_the_report_and_the_scaling_check_read(tiny):
     r = tiny
+    assert r["schema"] == bench.SCHEMA_VERSION
     assert r["interactions"] == 20000 and r["dim"] == 4 and r["n_items"] == 26744
     assert r["n_users"] == round(138493 * 20000 / bench.ML20M_INTERACTIONS)
     for step in ("item_step", "user_step", "gd_step"):
@@ -62,6 +72,8 @@ def test_json_schema(tiny):
     assert r["compilations_per_iteration"][0].get("ssp_item_step") == 1
     assert set(r["item_step_breakdown"]) >= {"statistics", "noise", "eigh", "cholesky_solve"}
     assert r["machine"]["cores"] >= 1
+    # the run starts by limiting scipy's OpenBLAS (dpmt.runtime), and records what it set
+    assert "lapack_threads" in r["machine"]
     # the scaling model's device terms account for the live arrays (U, V, V_new, layouts,
     # weights; GD's parameters and gradient are the rest)
     from dpmt.apps import scaling
@@ -76,28 +88,89 @@ def test_json_schema(tiny):
         <= 1.01 * r["peak_rss_bytes"]
 
 
-def test_markdown_report_and_plot(tiny, tmp_path):
+def test_tiny_run_uses_the_noise_of_the_training_plan(tiny):
+    """The benchmark's noise is that of make_plan for the same run (a warm-up iteration plus
+    the timed ones, at ε = 5): SSP's Â, b̂, the Gramian, the counts and noisy GD's z."""
+    from dpmt.config import TrainConfig
+    from dpmt.train.plan import make_plan
+
+    cfg = TrainConfig(dim=4, iterations=2, epsilon=5.0, seed=0)
+    plan = make_plan(cfg)
+    it0 = plan.iterations[0]
+    assert tiny["noise_std"] == pytest.approx({
+        "ssp_A": it0.ssp_A.noise_std, "ssp_b": it0.ssp_b.noise_std,
+        "gramian": it0.gramian.noise_std, "counts": plan.counts.noise_std})
+    assert tiny["epsilon"] == pytest.approx(plan.epsilon) and tiny["epsilon"] <= 5.0 + 1e-6
+    gd_plan = make_plan(cfg.replace(solver="gd", gd=dict(steps=1)))
+    assert tiny["gd_noise_multiplier"] == pytest.approx(
+        gd_plan.iterations[0].gd.noise_multiplier)
+
+
+def test_sharded_run_goes_through_the_sharded_steps_without_recompiling(tmp_path):
+    """`dpmt bench --devices 2` (CPU host devices created by the command itself): the user
+    and item steps are the sharded kernels, nothing recompiles after the warm-up iteration,
+    and the one-device breakdown is left out."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env.pop("XLA_FLAGS", None)
+    path = tmp_path / "r2.json"
+    p = subprocess.run([sys.executable, "-m", "dpmt", "bench", "--devices", "2",
+                        "--interactions", "5000", "--dim", "4", "--iterations", "1",
+                        "--matmul-size", "256", "--quiet", "--json", str(path)],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    r = json.loads(path.read_text())
+    assert r["devices"] == 2 and r["interactions"] == 5000
+    first = r["compilations_per_iteration"][0]
+    assert first.get("sharded_ssp_item_step") == 1 and first.get("sharded_solve_users") == 1
+    assert "ssp_item_step" not in first and "solve_users" not in first
+    assert r["recompilations_after_first_iteration"] == 0
+    assert "item_step_breakdown" not in r
+    for step in ("item_step", "user_step", "gd_step"):
+        assert r[step]["seconds"] > 0 and r[step]["fraction_of_peak"] > 0
+    assert r["machine"]["devices"] and len(r["machine"]["devices"]) >= 2
+
+
+def test_report_keeps_the_header_and_computes_headlines_and_plot_from_results(tiny, tmp_path):
     big = dict(tiny, interactions=80000, dataset=tiny["dataset"])
     big["item_step"] = dict(tiny["item_step"], seconds=tiny["item_step"]["seconds"] * 4)
-    exps = bench.scaling_exponents([tiny, big])
+    exps = bench_report.scaling_exponents([tiny, big])
     assert exps[4]["item_step"] == pytest.approx(1.0)
     md = tmp_path / "B.md"
-    md.write_text("# header kept\n\n" + bench.MARKER + "\nold table\n")
-    bench.write_benchmarks_md([tiny, big], md)
+    md.write_text("# header kept\n\n" + bench_report.MARKER + "\nold table\n")
+    bench_report.write_benchmarks_md([tiny, big], md)
     text = md.read_text()
     assert text.startswith("# header kept") and "old table" not in text
-    assert text.count(bench.MARKER) == 1 and "| 20,000 |" in text
+    assert text.count(bench_report.MARKER) == 1 and "| 20,000 |" in text
     # headlines are computed from an ML-20M-sized result, never typed in
-    full = dict(tiny, interactions=bench.ML20M_INTERACTIONS, peak_rss_bytes=5 * 2**30,
+    full = dict(tiny, interactions=bench_report.ML20M_INTERACTIONS, peak_rss_bytes=5 * 2**30,
                 iteration_seconds=10.0)
     two = dict(full, devices=2, iteration_seconds=4.0,
                item_step=dict(full["item_step"], seconds=full["item_step"]["seconds"] / 2),
                user_step=dict(full["user_step"], seconds=full["user_step"]["seconds"] / 3))
-    head = "\n".join(bench.headline_lines([full, two]))
+    head = "\n".join(bench_report.headline_lines([full, two]))
     assert "2 devices vs 1: iteration 2.50x faster (item step 2.00x, user step 3.00x)" in head
     assert "peak RSS 5.00 GiB" in head
     full128 = dict(full, dim=128)
-    assert "within the 8 GiB target" in "\n".join(bench.headline_lines([full128]))
-    assert "OVER the 4 GiB target" in "\n".join(bench.headline_lines([dict(full, dim=64)]))
-    bench.plot_scaling([tiny, big], tmp_path / "p.png")
+    assert "within the 8 GiB target" in "\n".join(bench_report.headline_lines([full128]))
+    assert "OVER the 4 GiB target" in "\n".join(
+        bench_report.headline_lines([dict(full, dim=64)]))
+    bench_report.plot_scaling([tiny, big], tmp_path / "p.png")
     assert (tmp_path / "p.png").stat().st_size > 1000
+
+
+def test_report_only_rebuilds_the_markdown_from_the_saved_json(tiny, tmp_path):
+    """`dpmt bench --report-only` reads every bench_*.json of --out-dir (nothing is measured)
+    and writes the Markdown below the marker and the plot."""
+    out = tmp_path / "benchmarks"
+    out.mkdir()
+    (out / "bench_20000_d4.json").write_text(json.dumps(tiny))
+    md, png = tmp_path / "B.md", tmp_path / "p.png"
+    p = argparse.ArgumentParser()
+    bench.add_arguments(p)
+    args = p.parse_args(["--report-only", "--out-dir", str(out), "--markdown", str(md),
+                         "--plot", str(png), "--quiet"])
+    assert bench.run(args) == 0
+    assert bench_report.load_results(out) == [tiny]
+    text = md.read_text()
+    assert bench_report.MARKER in text and "| 20,000 |" in text
+    assert png.stat().st_size > 1000

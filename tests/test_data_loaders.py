@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpmt.data import loaders
+from dpmt.data import parsing
 from dpmt.data.loaders import (
     ML100K_GENRES,
     detect_format,
@@ -115,10 +115,10 @@ def test_fast_and_slow_parsers_agree_on_random_file(tmp_path):
     fmt_r = np.where(rng.random(n) < 0.5, [f"{x:g}" for x in r], [f"{x:.1f}" for x in r])
     body = "".join(f"{a},{b},{c},{d}\n" for a, b, c, d in zip(u, i, fmt_r, t))
     p = write(tmp_path, "r.csv", "userId,movieId,rating,timestamp\n" + body)
-    lay = loaders._layout("csv", p.read_bytes(), p, "auto")
+    lay = parsing.layout("csv", p.read_bytes(), p, "auto")
     data = body.encode()
-    fast = loaders._fast_parse(data, lay)
-    slow, lines = loaders._slow_parse(data, lay, p)
+    fast = parsing._fast_parse(data, lay)
+    slow, lines = parsing._slow_parse(data, lay, p)
     assert lines.tolist() == list(range(2, n + 2))
     for key in ("user", "item", "rating", "timestamp"):
         np.testing.assert_array_equal(fast[key], slow[key])
@@ -130,8 +130,8 @@ def test_small_chunks_and_threads_give_same_result(tmp_path, monkeypatch):
     rows = "".join(f"{k % 97}\t{k}\t{1 + k % 5}\t{k * 13}\n" for k in range(2000))
     p = write(tmp_path, "u.data", rows)
     whole = load_file(p)
-    monkeypatch.setattr(loaders, "_CHUNK_BYTES", 64)
-    monkeypatch.setattr(loaders, "_MAX_THREADS", 3)
+    monkeypatch.setattr(parsing, "_CHUNK_BYTES", 64)
+    monkeypatch.setattr(parsing, "_MAX_THREADS", 3)
     chunked = load_file(p)
     np.testing.assert_array_equal(whole.user, chunked.user)
     np.testing.assert_array_equal(whole.timestamp, chunked.timestamp)
@@ -354,3 +354,22 @@ def test_from_tfds_adapter_with_fake_module(monkeypatch):
     monkeypatch.setattr(fake, "load", broken_load)
     with pytest.raises(DataError, match="could not load TFDS dataset .*no such dataset"):
         from_tfds("movielens/1m-ratings")
+
+
+# ---------------------------------------------------------------------------------------
+# module layout: the split into parsing / genres keeps every public name where it was
+# ---------------------------------------------------------------------------------------
+def test_public_names_stay_importable():
+    import dpmt.data
+    from dpmt.data import genres
+    from dpmt.data import loaders as L
+
+    for nm in ("FORMATS", "ML100K_GENRES", "MOVIELENS_RATING_RANGE", "load_file", "load_tsv",
+               "load_dat", "load_csv", "load_inter", "detect_format", "from_tfds",
+               "load_item_genres", "parse_columns", "parse_rating_range"):
+        assert nm in L.__all__ and hasattr(L, nm)
+    assert L.FORMATS is parsing.FORMATS and L.load_item_genres is genres.load_item_genres
+    for nm in ("load_file", "load_tsv", "load_dat", "load_csv", "load_inter", "detect_format",
+               "from_tfds", "load_item_genres", "ML100K_GENRES", "parse_columns",
+               "parse_rating_range"):
+        assert getattr(dpmt.data, nm) is getattr(L, nm) and nm in dpmt.data.__all__

@@ -104,7 +104,7 @@ def test_max_per_user():
     (dict(n_users=10, n_items=5, n_interactions=5), "must be >= n_users"),
     (dict(n_users=10, n_items=5, n_interactions=51), "exceeds n_users"),
     (dict(alpha=-1), "alpha must be >= 0"),
-    (dict(noise=1.5), "noise must be <= 1"),
+    (dict(noise=1.5), r"noise must be in \[0, 1\]"),
     (dict(concentration=0), "concentration must be > 0"),
     (dict(n_users=2.5), "n_users must be an integer"),
 ])

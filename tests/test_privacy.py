@@ -87,7 +87,7 @@ def test_calibration_refuses_unmeetable_budget():
         calibrate(plan, 1.0, 1e-5)
     with pytest.raises(DpmtError, match="epsilon must be > 0"):
         calibrate(plan, 0.0, 1e-5)
-    with pytest.raises(DpmtError, match="delta must be < 1"):
+    with pytest.raises(DpmtError, match=r"delta must be in \(0, 1\)"):
         calibrate(plan, 1.0, 1.0)
 
 

@@ -1,9 +1,9 @@
-"""The multi-task regression experiment's building blocks."""
+"""The multi-task regression experiment's building blocks (experiments.regression)."""
 
 import numpy as np
 import pytest
 
-from dpmt.regression_experiment import RegressionSetting, excess_risks, make_tasks
+from experiments.regression import RegressionSetting, excess_risks, make_tasks
 
 
 def test_equal_task_sizes_make_weights_coincide():

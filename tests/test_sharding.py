@@ -106,7 +106,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_same_model_on_1_2_4_devices():
+def test_sharded_user_and_ssp_item_steps_match_one_device_on_1_2_4_devices():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
                JAX_PLATFORMS="cpu")
     p = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True,
@@ -123,8 +123,9 @@ def test_same_model_on_1_2_4_devices():
 
 @pytest.mark.slow   # the default suite runs the multi-process `fit` test below instead
 def test_two_processes_through_jax_distributed_match_one_process(tmp_path):
-    """scripts/multihost.py: 2 processes on 127.0.0.1 (jax.distributed + gloo collectives),
-    each holding its share of the row-sharded layouts, give the single-process model."""
+    """scripts/multihost.py: the bare solver loop on make_steps' sharded steps, 2 processes on
+    127.0.0.1 (jax.distributed + gloo collectives), each holding its share of the row-sharded
+    layouts, gives the single-process model."""
     script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "scripts", "multihost.py")
     p = subprocess.run([sys.executable, script, "launch", "--num-processes", "2",
@@ -142,9 +143,9 @@ def test_two_processes_through_jax_distributed_match_one_process(tmp_path):
 FIT_SCRIPT = textwrap.dedent("""
     import json
     import jax, numpy as np
-    from dpmt.config import TrainConfig
+    from dpmt.config import ExecutionConfig, GDConfig, TrainConfig
     from dpmt.data import make_synthetic, per_user_split
-    from dpmt.training import fit
+    from dpmt.train.loop import fit
 
     assert len(jax.devices()) == 4, jax.devices()
     r = make_synthetic(n_users=400, n_items=150, n_interactions=6000, seed=5)
@@ -153,15 +154,16 @@ FIT_SCRIPT = textwrap.dedent("""
     out = {}
     variants = {"ssp": dict(solver="ssp"), "gd": dict(solver="gd"),
                 # the generic (vmap-grad, users-sharded) path and the Poisson-sampled variant
-                "gd-mlp": dict(solver="gd", encoder="mlp", mlp_hidden=8, gd_learning_rate=1.0),
-                "gd-poisson": dict(solver="gd", gd_sampling_rate=0.5)}
+                "gd-mlp": dict(solver="gd",
+                               gd=GDConfig(encoder="mlp", mlp_hidden=8, learning_rate=1.0)),
+                "gd-poisson": dict(solver="gd", gd=GDConfig(sampling_rate=0.5))}
     for solver, kw in variants.items():
         if solver not in WANTED:
             continue
         base = TrainConfig(dataset="synthetic", dim=6, iterations=2, epsilon=3.0, seed=11,
                            **kw)
-        runs = {D: fit(split.train, base.replace(devices=D), test=split.test,
-                       item_features=feats) for D in DEVICES}
+        runs = {D: fit(split.train, base, test=split.test, item_features=feats,
+                       execution=ExecutionConfig(devices=D, progress=False)) for D in DEVICES}
         V1 = runs[1].item_embeddings
         out[solver] = {str(D): {
             "dV": float(np.abs(res.item_embeddings - V1).max()),
@@ -182,9 +184,9 @@ ALL_VARIANTS = ("ssp", "gd", "gd-mlp", "gd-poisson")
     # make test-slow: every path on 1, 2 and 4 devices
     pytest.param(ALL_VARIANTS, (1, 2, 4), marks=pytest.mark.slow)])
 def test_fit_gives_the_same_model_on_1_2_4_devices(variants, devices):
-    """TrainConfig(devices=N) / `--devices N`: the user step and the item step (SSP; noisy GD
-    by items, or by users with the MLP encoder; full batch and Poisson-sampled) sharded;
-    same seed → same released V and same ε on 1, 2, 4 devices."""
+    """fit(..., execution=ExecutionConfig(devices=N)) / `--devices N`: the user step and the
+    item step (SSP; noisy GD by items, or by users with the MLP encoder; full batch and
+    Poisson-sampled) sharded; same seed → same released V and same ε on 1, 2, 4 devices."""
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     env.pop("XLA_FLAGS", None)
     # devices come from request_devices (jax_num_cpu_devices), as under `dpmt train --devices`
@@ -206,23 +208,32 @@ def test_fit_gives_the_same_model_on_1_2_4_devices(variants, devices):
 
 
 def test_devices_beyond_what_jax_sees_is_a_clear_error():
-    from dpmt.config import TrainConfig
-    from dpmt.training import fit
+    import jax
 
+    from dpmt.config import ExecutionConfig, TrainConfig
+    from dpmt.train.loop import fit
+
+    jax.devices()   # the backend has started: no more CPU devices can be created for fit
     r = make_synthetic(n_users=50, n_items=20, n_interactions=300, seed=0)
     with pytest.raises(ConfigError, match="devices"):
-        fit(r, TrainConfig(dataset="synthetic", dim=2, devices=64, private=False))
+        fit(r, TrainConfig(dataset="synthetic", dim=2, private=False),
+            execution=ExecutionConfig(devices=64, progress=False))
     with pytest.raises(ConfigError, match="devices"):
-        TrainConfig(devices=0)
+        ExecutionConfig(devices=0)
+    # devices is how a run executes, not part of the model's config
+    with pytest.raises(TypeError, match="devices"):
+        TrainConfig(devices=2)
 
 
 def test_cli_train_devices_flag(tmp_path):
-    """`dpmt train --devices 2` creates the CPU devices itself (no XLA_FLAGS), records the
-    setting in config.json, and gives the one-device run's embeddings."""
+    """`dpmt train --devices 2` creates the CPU devices itself (no XLA_FLAGS) and gives the
+    one-device run's embeddings; the setting reaches the steps (more devices than can exist
+    is refused) but not config.json, which holds the model's config only (the same file for
+    1 and 2 devices)."""
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     env.pop("XLA_FLAGS", None)
     data = "synthetic:users=200,items=60,interactions=3000,seed=4"
-    outs = {}
+    outs, configs = {}, {}
     for D in (1, 2):
         out = tmp_path / f"d{D}"
         p = subprocess.run([sys.executable, "-m", "dpmt", "train", "--dataset", data,
@@ -230,14 +241,24 @@ def test_cli_train_devices_flag(tmp_path):
                             "--devices", str(D), "--out", str(out), "--quiet"],
                            env=env, capture_output=True, text=True, timeout=300)
         assert p.returncode == 0, p.stderr[-3000:]
-        assert json.loads((out / "config.json").read_text())["devices"] == D
+        configs[D] = json.loads((out / "config.json").read_text())
+        assert "devices" not in configs[D]
         outs[D] = np.load(out / "item_embeddings.npz")["V"]
+    assert configs[2] == configs[1]
     np.testing.assert_allclose(outs[2], outs[1], rtol=0, atol=1e-5 * np.abs(outs[1]).max())
+    # beyond the CPU devices JAX can create (64): the steps refuse, nothing is trained
+    out = tmp_path / "d65"
+    p = subprocess.run([sys.executable, "-m", "dpmt", "train", "--dataset", data,
+                        "--dim", "4", "--iterations", "1", "--epsilon", "2",
+                        "--devices", "65", "--out", str(out), "--quiet"],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "65 devices" in p.stderr, p.stderr[-3000:]
+    assert not (out / "item_embeddings.npz").exists()
 
 
 def test_fit_across_two_processes_matches_one_process(tmp_path):
-    """`scripts/multihost.py launch --fit`: dpmt.training.fit itself under jax.distributed,
-    TrainConfig(devices=2) spanning both processes (noisy GD: the per-user norms are
+    """`scripts/multihost.py launch --fit`: dpmt.train.loop.fit itself under jax.distributed,
+    ExecutionConfig(devices=2) spanning both processes (noisy GD: the per-user norms are
     all-reduced across the processes), same V, ε and Recall@20 as one process."""
     script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "scripts", "multihost.py")

@@ -1,6 +1,6 @@
 """The private alternating-minimisation loop: privacy plan, ledger, determinism, API, outputs.
 
-Also the five accounting defects of the reference implementation (reference note §5).
+Also the five accounting defects of the reference implementation (Krichene et al. 2023's protocol; listed in the README).
 """
 
 import json
@@ -11,11 +11,13 @@ import numpy as np
 import pytest
 
 import dpmt
-from dpmt.config import TrainConfig
+from dpmt.config import ExecutionConfig, GDConfig, TrainConfig
 from dpmt.data import make_synthetic, per_user_split
 from dpmt.errors import ConfigError, DpmtError, PrivacyBudgetError
-from dpmt.training import compute_weights, fit, plan_releases, run
+from dpmt.train import compute_weights, fit, planned_releases, run
 from dpmt import weighting
+
+QUIET = ExecutionConfig(progress=False)
 
 SMALL = dict(dim=4, iterations=2, budget=10.0, reg=1.0, gravity=0.1)
 
@@ -54,7 +56,7 @@ def test_same_seed_same_model_different_seed_different(split):
 
 
 def test_nonprivate_als_beats_popularity_on_planted_data(split):
-    from dpmt.training import popularity_metrics
+    from dpmt.train import popularity_metrics
 
     res = fit(split.train, TrainConfig(private=False, dim=8, iterations=6, reg=1.0,
                                        gravity=0.5), test=split.test)
@@ -65,7 +67,7 @@ def test_nonprivate_als_beats_popularity_on_planted_data(split):
 
 
 def test_unmeetable_budget_refused_before_touching_data(split, monkeypatch):
-    import dpmt.training as tr
+    import dpmt.train.loop as tr
 
     touched = []
     monkeypatch.setattr(tr, "private_counts", lambda *a, **k: touched.append(1))
@@ -87,20 +89,22 @@ def test_weights_respect_budget_for_every_scheme(split):
 
 def test_recommend_folds_in_a_new_user(split):
     res = fit(split.train, TrainConfig(private=False, dim=8, iterations=4))
-    hist = split.train.by_user.row(0)[0]
-    top = res.recommend(hist, k=10)
+    hist_rows = split.train.by_user.row(0)[0]
+    hist = split.train.item_ids[hist_rows]                 # raw ids in, raw ids out
+    top, top_scores = res.recommend(hist, k=10)
     assert len(top) == 10 and len(set(top.tolist())) == 10
     assert not set(top.tolist()) & set(hist.tolist())
     scores = res.item_embeddings @ res.fold_in(hist)
-    scores[hist] = -np.inf
-    assert scores[top[0]] == scores.max()
-    with pytest.raises(DpmtError):
+    scores[hist_rows] = -np.inf
+    assert top_scores[0] == pytest.approx(scores.max(), rel=1e-6)
+    assert res.item_index([top[0]])[0] == int(np.argmax(scores))
+    with pytest.raises(DpmtError, match="not in this model"):
         res.recommend(np.array([10**6]))
 
 
 def test_gd_solver_runs_private_and_accounts_each_step(split):
-    cfg = TrainConfig(solver="gd", weights="adaptive", epsilon=3.0, gd_steps=3,
-                      gd_sampling_rate=0.5, **SMALL)
+    cfg = TrainConfig(solver="gd", weights="adaptive", epsilon=3.0,
+                      gd=GDConfig(steps=3, sampling_rate=0.5), **SMALL)
     res = fit(split.train, cfg, test=split.test)
     gd = [r for r in res.ledger.releases if r.name.endswith("/gd")]
     assert len(gd) == 2 and all(r.count == 3 and r.sampling_rate == 0.5 for r in gd)
@@ -108,7 +112,7 @@ def test_gd_solver_runs_private_and_accounts_each_step(split):
     assert np.all(np.isfinite(res.item_embeddings))
 
 
-# -- the reference implementation's five accounting defects (dpam_protocol.md §5) ----------
+# -- the reference implementation's five accounting defects (README) -----------------------
 def test_defect1_label_range_enters_b_sensitivity():
     """The b-noise sensitivity is √β·C·y_max, with labels clipped to |y| ≤ y_max."""
     from dpmt.solvers.ssp import ssp_sensitivities
@@ -116,8 +120,10 @@ def test_defect1_label_range_enters_b_sensitivity():
     _, s1 = ssp_sensitivities(4.0, 0.5, 1.0)
     _, s3 = ssp_sensitivities(4.0, 0.5, 3.0)
     assert s3 == pytest.approx(3 * s1) and s1 == pytest.approx(2 * 0.5 * 1.0)
-    plan = {p.name: p for p in plan_releases(TrainConfig(budget=4.0, user_clip=0.5))}
-    assert plan["iter0/ssp_b"].sensitivity == pytest.approx(s1)  # implicit labels: y_max = 1
+    plan = dpmt.train.make_plan(TrainConfig(budget=4.0, user_clip=0.5))
+    assert plan.iterations[0].ssp_b.sensitivity == pytest.approx(s1)  # implicit: y_max = 1
+    assert [p.sensitivity for p in planned_releases(TrainConfig(budget=4.0, user_clip=0.5))
+            if p.name == "iter0/ssp_b"] == [pytest.approx(s1)]
 
 
 def test_defect2_private_mean_charged_for_k_ratings():
@@ -131,7 +137,7 @@ def test_defect2_private_mean_charged_for_k_ratings():
 
 def test_defect3_counts_released_and_charged_once(split, monkeypatch):
     """tail and adaptive weights read one counts release, charged exactly once."""
-    import dpmt.training as tr
+    import dpmt.train.loop as tr
 
     calls = []
     real = tr.private_counts
@@ -171,9 +177,10 @@ def test_defect5_sampled_gd_is_poisson_and_accounted_as_poisson():
 def test_run_writes_complete_run_directory(tmp_path):
     cfg = TrainConfig(dataset="synthetic:users=200,items=80,interactions=3000,seed=2",
                       weights="adaptive", epsilon=3.0, **SMALL)
-    res = run(cfg, out_dir=tmp_path / "r", progress=False)
+    res = run(cfg, out_dir=tmp_path / "r", execution=QUIET)
     out = tmp_path / "r"
-    for f in ["config.json", "ledger.json", "metrics.json", "item_embeddings.npz", "train.log"]:
+    for f in ["config.json", "ledger.json", "metrics.json", "item_embeddings.npz", "train.log",
+              "model.json"]:
         assert (out / f).exists(), f
     m = json.loads((out / "metrics.json").read_text())
     assert "recall@20" in m["overall"] and len(m["buckets"]) == 5
@@ -189,11 +196,13 @@ def test_run_writes_complete_run_directory(tmp_path):
 
 @pytest.mark.parametrize("bad, msg", [
     (dict(epsilon=0.0), "epsilon must be > 0"),
-    (dict(delta=1.0), "delta must be < 1"),
+    (dict(delta=1.0), r"delta must be in \(0, 1\)"),
     (dict(dim=0), "dim must be >= 1"),
     (dict(mu=-1.0), "mu must be >= 0"),
     (dict(weights="nope"), "weights must be one of"),
-    (dict(solver="ssp", encoder="mlp"), "needs solver='gd'"),
+    (dict(solver="ssp", gd=GDConfig(encoder="mlp")), "needs solver='gd'"),
+    (dict(gd=dict(steps=3)), "gd must be a GDConfig"),
+    (dict(seed=2**64), r"seed must be in \[0, 2147483647\]"),
     (dict(weights="uniform", budget=2.5), "must be an integer"),
 ])
 def test_config_validation(bad, msg):
@@ -204,6 +213,7 @@ def test_config_validation(bad, msg):
 def test_public_entry_point():
     assert dpmt.fit is fit
     assert dpmt.TrainConfig is TrainConfig
+    assert dpmt.Model is dpmt.model.Model and dpmt.run is run
 
 
 def test_noise_free_gd_converges_to_ssp_solution(split):

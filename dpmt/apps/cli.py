@@ -1,167 +1,158 @@
-"""The ``dpmt`` command line: a thin layer over the library.
+"""The ``dpmt`` command line: argparse over the library, nothing else.
 
-Subcommands: ``fetch``, ``info``, ``train``, ``compare``, ``stream``, ``demo``. Every user
-error (bad argument, malformed file, unmet budget, missing download) is printed as one clear
-message and exits with status 2; no traceback from inside numpy or JAX.
+Subcommands: ``fetch``, ``info``, ``train``, ``recommend``, ``similar``, ``compare``,
+``stream``, ``bench``, ``demo``. The training options are generated from the fields of
+:class:`~dpmt.config.TrainConfig`, :class:`~dpmt.config.GDConfig` and
+:class:`~dpmt.config.ExecutionConfig` (their help, group, choices and defaults), so the CLI
+and the library have one set of defaults and one range check. Every user error is printed as
+one clear message and exits with status 2; no traceback from inside numpy or JAX.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import sys
 
-from dpmt.errors import DpmtError
+from dpmt.errors import ConfigError, DpmtError
 
 PRIVACY_UNIT_HELP = ("Privacy unit: one user (add/remove-one) — everything a user rated is "
                      "protected together.")
 
+GROUP_TITLES = {
+    "data": "data",
+    "model": "model (alternating minimisation)",
+    "weights": "weights w_ij (Krichene et al. 2023)",
+    "solver": "solver",
+    "privacy": "privacy (" + PRIVACY_UNIT_HELP + ")",
+    "execution": "execution (cannot change the model)",
+}
 
-def _number(name, s, allowed=""):
-    """Parse a finite float; messages say what was given and what is allowed."""
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{name} must be a number{' ' + allowed if allowed else ''} "
-            f"(invalid float value: {s!r})") from None
-    if math.isnan(v):
-        raise argparse.ArgumentTypeError(
-            f"{name} must be a number{' ' + allowed if allowed else ''}, not NaN (got {s})")
-    if math.isinf(v):
-        raise argparse.ArgumentTypeError(
-            f"{name} must be a finite number{' ' + allowed if allowed else ''} (got {s})")
-    return v
+# compare sweeps these itself (--weight-grid, --epsilons, --solvers; baselines are separate)
+COMPARE_SWEPT = ("weights", "epsilon", "solver", "private")
 
 
-def _positive_float(name):
-    def parse(s):
-        v = _number(name, s, "> 0")
-        if not v > 0:
-            raise argparse.ArgumentTypeError(f"{name} must be > 0 (got {s})")
-        return v
-    return parse
-
-
-def _nonneg_float(name):
-    def parse(s):
-        v = _number(name, s, ">= 0")
-        if not v >= 0:
-            raise argparse.ArgumentTypeError(f"{name} must be >= 0 (got {s})")
-        return v
-    return parse
-
-
-def _finite_float(name):
-    return lambda s: _number(name, s)
-
-
-def _unit_interval(name):
-    def parse(s):
-        v = _number(name, s, "in (0, 1)")
-        if not 0 < v < 1:
-            raise argparse.ArgumentTypeError(f"{name} must be in (0, 1) (got {s})")
-        return v
-    return parse
-
-
-def _positive_int(name):
-    def parse(s):
+# -- generated arguments ---------------------------------------------------------------------
+def _parse_number(flag: str, kind: str, nullable: bool = False):
+    def parse(s: str):
+        if nullable and s.strip().lower() in ("none", "auto"):
+            return None
         try:
-            v = int(s)
+            return int(s) if kind == "int" else float(s)   # NaN/inf: the config refuses them
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer (got {s!r})") from None
-        if v < 1:
-            raise argparse.ArgumentTypeError(f"{name} must be >= 1 (got {s})")
-        return v
+            raise argparse.ArgumentTypeError(
+                f"{flag} must be {'an integer' if kind == 'int' else 'a number'} "
+                f"(invalid {'int' if kind == 'int' else 'float'} value: {s!r})") from None
     return parse
 
 
-def add_train_arguments(p: argparse.ArgumentParser) -> None:
-    """Arguments shared by ``train`` and ``compare`` (one per TrainConfig field)."""
+def _flag(f: dataclasses.Field, prefix: str) -> str:
+    return f.metadata.get("flag") or "--" + (prefix + f.name).replace("_", "-")
+
+
+def config_fields(cls, prefix: str = ""):
+    """(field, flag, dest) of every CLI field of ``cls`` (``gd`` expands to ``--gd-*``)."""
+    from dpmt.config import GDConfig, TrainConfig
+
+    out = []
+    for f in dataclasses.fields(cls):
+        if cls is TrainConfig and f.name == "gd":
+            out += config_fields(GDConfig, "gd_")
+            continue
+        if not f.metadata.get("cli", True):
+            continue
+        out.append((f, _flag(f, prefix), prefix + f.name))
+    return out
+
+
+def add_config_arguments(p: argparse.ArgumentParser, *, skip=(), execution: bool = True
+                         ) -> None:
+    """One option per config field, in argument groups, help and default from the field."""
+    from dpmt.config import ExecutionConfig, GDConfig, TrainConfig
+
+    defaults = {**{f.name: f.default for f in dataclasses.fields(TrainConfig)
+                   if f.name != "gd"},
+                **{"gd_" + f.name: f.default for f in dataclasses.fields(GDConfig)},
+                **{f.name: f.default for f in dataclasses.fields(ExecutionConfig)}}
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    specs = config_fields(TrainConfig) + (config_fields(ExecutionConfig) if execution else [])
+    for f, flag, dest in specs:
+        if f.name in skip:
+            continue
+        md = f.metadata
+        group = md.get("group", "model")
+        if group not in groups:
+            groups[group] = p.add_argument_group(GROUP_TITLES.get(group, group))
+        g = groups[group]
+        default = defaults[dest]
+        nullable = str(f.type).endswith("| None")
+        kind = str(f.type).replace(" | None", "")
+        if kind == "bool":      # a flag that turns the default off (--no-privacy, --quiet)
+            g.add_argument(flag, dest=dest, action="store_false" if default else "store_true",
+                           default=default, help=md["help"])
+            continue
+        shown = md.get("none") if default is None else default
+        help_text = f"{md['help']} (default: {shown}"
+        help_text += (f"; none: {md['none']})" if nullable and default is not None
+                      and md.get("none") else ")")
+        kw = dict(dest=dest, default=default, help=help_text.replace("%", "%%"))
+        if md.get("choices"):
+            kw["choices"] = md["choices"]
+        if md.get("metavar"):
+            kw["metavar"] = md["metavar"]
+        if kind in ("int", "float"):
+            kw["type"] = _parse_number(flag, kind, nullable)
+            kw.setdefault("metavar", "N" if kind == "int" else "X")
+        g.add_argument(flag, **kw)
+
+
+def _config_error(e: ConfigError) -> ConfigError:
+    """Name the CLI flag in a config error (``gd.steps must …`` → ``--gd-steps must …``)."""
+    from dpmt.config import ExecutionConfig, TrainConfig
+
+    msg = str(e)
+    for f, flag, dest in config_fields(TrainConfig) + config_fields(ExecutionConfig):
+        for name in (dest.replace("gd_", "gd.", 1) if dest.startswith("gd_") else dest,):
+            if msg.startswith(name + " "):
+                return ConfigError(flag + msg[len(name):])
+    return e
+
+
+def config_from_args(args, **overrides):
+    """(TrainConfig, ExecutionConfig) from parsed arguments (fields absent from ``args`` keep
+    their defaults); ``overrides`` replace TrainConfig fields."""
+    from dpmt.config import ExecutionConfig, GDConfig, TrainConfig
+
+    top, gd, ex = {}, {}, {}
+    for f, flag, dest in config_fields(TrainConfig):
+        if hasattr(args, dest):
+            (gd if dest.startswith("gd_") else top)[dest[3:] if dest.startswith("gd_")
+                                                    else dest] = getattr(args, dest)
+    for f, flag, dest in config_fields(ExecutionConfig):
+        if hasattr(args, dest):
+            ex[dest] = getattr(args, dest)
+    top.update(overrides)
+    try:
+        return TrainConfig(gd=GDConfig(**gd), **top), ExecutionConfig(**ex)
+    except ConfigError as e:
+        raise _config_error(e) from None
+
+
+def _changed_flags(args) -> list[str]:
+    """The model/privacy flags whose value differs from the default."""
     from dpmt.config import TrainConfig
 
     d = TrainConfig()
-    g = p.add_argument_group("data")
-    g.add_argument("--dataset", default=d.dataset,
-                   help="dataset name (ml-100k, ml-1m, ml-10m, ml-20m, ml-25m, ml-latest-small), "
-                        "a ratings file, or synthetic[:users=..,items=..,interactions=..,alpha=..] "
-                        "(default: %(default)s)")
-    g.add_argument("--data-dir", default=d.data_dir, help="where datasets live (default: data)")
-    g.add_argument("--split", choices=["per-user", "heldout-users"], default=d.split,
-                   help="per-user: each user's positives split 80/10/10; heldout-users: "
-                        "Liang et al. 2018 (default: %(default)s)")
-    g.add_argument("--heldout-users", type=_positive_int("--heldout-users"),
-                   default=d.heldout_users, help="validation and test users for heldout-users")
-    g.add_argument("--positive-threshold", type=_finite_float("--positive-threshold"),
-                   default=d.positive_threshold,
-                   help="ratings above this are positives (default: %(default)s, i.e. >= 4)")
-    g = p.add_argument_group("model")
-    g.add_argument("--dim", type=_positive_int("--dim"), default=d.dim, help="embedding dim d")
-    g.add_argument("--iterations", type=_positive_int("--iterations"), default=d.iterations,
-                   help="alternating-minimisation sweeps (default: %(default)s)")
-    g.add_argument("--reg", type=_positive_float("--reg"), default=d.reg, help="ridge λ")
-    g.add_argument("--gravity", type=_nonneg_float("--gravity"), default=d.gravity,
-                   help="α0, weight of unobserved pairs (default: %(default)s)")
-    g.add_argument("--user-clip", type=_positive_float("--user-clip"), default=d.user_clip,
-                   help="C, clip norm of user embeddings (bounds sensitivity)")
-    g = p.add_argument_group("weights (Krichene et al. 2023)")
-    g.add_argument("--weights", choices=["uniform", "tail", "adaptive", "adaptive-normalized"],
-                   default=d.weights, help="task-user weights (default: %(default)s)")
-    g.add_argument("--mu", type=_nonneg_float("--mu"), default=None,
-                   help="exponent μ of ω ∝ n^-μ (default: (1+γ)/4)")
-    g.add_argument("--gamma", type=_nonneg_float("--gamma"), default=d.gamma,
-                   help="γ: 0 Lipschitz, 1 strongly convex (default: %(default)s)")
-    g.add_argument("--budget", type=_positive_float("--budget"), default=d.budget,
-                   help="β: per-user bound on Σ_i w_ij² (= k items for uniform/tail)")
-    g = p.add_argument_group("solver")
-    g.add_argument("--solver", choices=["ssp", "gd"], default=d.solver,
-                   help="ssp: sufficient-statistics perturbation; gd: noisy gradient descent")
-    g.add_argument("--gd-steps", type=_positive_int("--gd-steps"), default=d.gd_steps)
-    g.add_argument("--gd-learning-rate", type=_positive_float("--gd-learning-rate"),
-                   default=d.gd_learning_rate)
-    g.add_argument("--gd-clip", type=_positive_float("--gd-clip"), default=d.gd_clip,
-                   help="G, per-user gradient clip norm")
-    g.add_argument("--gd-sampling-rate", type=_unit_interval("--gd-sampling-rate"),
-                   default=None, help="Poisson sampling rate q of users (default: full batch)")
-    g.add_argument("--encoder", choices=["embedding", "mlp"], default=d.encoder,
-                   help="item encoder for gd (mlp: over ML-100K genres)")
-    g = p.add_argument_group("privacy (" + PRIVACY_UNIT_HELP + ")")
-    g.add_argument("--epsilon", type=_positive_float("--epsilon"), default=d.epsilon,
-                   help="target ε for the whole run (default: %(default)s)")
-    g.add_argument("--delta", type=_unit_interval("--delta"), default=d.delta,
-                   help="target δ (default: %(default)s)")
-    g.add_argument("--accountant", choices=["pld", "rdp"], default=d.accountant)
-    g.add_argument("--count-noise", type=_positive_float("--count-noise"), default=None,
-                   dest="count_noise_multiplier",
-                   help="fixed noise multiplier for the private item counts "
-                        "(default: calibrated with the rest)")
-    g.add_argument("--no-privacy", action="store_true",
-                   help="train without noise (the non-private baseline)")
-    p.add_argument("--seed", type=int, default=d.seed, help="random seed (default: 0)")
-    p.add_argument("--devices", type=_positive_int("--devices"), default=d.devices,
-                   help="shard the user step (users) and the item step (items) over this "
-                        "many devices; the same seed gives the same model on any number (on "
-                        "CPU: that many host devices, one core each)")
+    base = {**{k: v for k, v in d.to_dict().items() if k != "gd"},
+            **{"gd_" + k: v for k, v in d.to_dict()["gd"].items()}}
+    return [flag for f, flag, dest in config_fields(TrainConfig)
+            if hasattr(args, dest) and getattr(args, dest) != base.get(dest)
+            and not (isinstance(base.get(dest), tuple))]
 
 
-def config_from_args(args) -> "TrainConfig":
-    from dpmt.config import TrainConfig
-
-    return TrainConfig(
-        dataset=args.dataset, data_dir=args.data_dir, split=args.split,
-        heldout_users=args.heldout_users, positive_threshold=args.positive_threshold,
-        dim=args.dim, iterations=args.iterations, reg=args.reg, gravity=args.gravity,
-        user_clip=args.user_clip, weights=args.weights, mu=args.mu, gamma=args.gamma,
-        budget=args.budget, solver=args.solver, gd_steps=args.gd_steps,
-        gd_learning_rate=args.gd_learning_rate, gd_clip=args.gd_clip,
-        gd_sampling_rate=args.gd_sampling_rate, encoder=args.encoder,
-        epsilon=args.epsilon, delta=args.delta, accountant=args.accountant,
-        count_noise_multiplier=args.count_noise_multiplier, private=not args.no_privacy,
-        seed=args.seed, devices=args.devices)
-
-
+# -- subcommands ------------------------------------------------------------------------------
 def cmd_fetch(args) -> int:
     from dpmt.data import fetch
 
@@ -179,27 +170,114 @@ def cmd_info(args) -> int:
 
 
 def cmd_train(args) -> int:
-    import json
     from pathlib import Path
 
-    from dpmt.config import TrainConfig
-    from dpmt.errors import ConfigError
-    from dpmt.training import run
+    from dpmt.train.rundir import read_config, run
 
     if args.resume:
-        saved = Path(args.resume) / "config.json"
-        if not saved.exists():
-            raise ConfigError(f"cannot resume {args.resume}: no config.json there (was it "
-                              "started with `dpmt train --out` ?)")
-        cfg = TrainConfig.from_dict(json.loads(saved.read_text()))
-        if args.devices != 1:   # execution only: the model does not depend on it
-            cfg = cfg.replace(devices=args.devices)
-        result = run(cfg, out_dir=args.resume, progress=not args.quiet, resume=True)
-        print(result.report())
-        return 0
-    cfg = config_from_args(args)
-    result = run(cfg, out_dir=args.out, progress=not args.quiet)
-    print(result.report())
+        if args.out is not None:
+            raise ConfigError("--resume RUN_DIR continues in RUN_DIR; drop --out")
+        changed = _changed_flags(args)
+        if changed:
+            raise ConfigError(f"--resume takes every model and privacy setting from "
+                              f"{args.resume}/config.json; drop {', '.join(changed)} (only "
+                              "execution options such as --devices may be given)")
+        cfg = read_config(Path(args.resume))
+        _, ex = config_from_args(args)
+        model = run(cfg, out_dir=args.resume, execution=ex, resume=True,
+                    eval_set=args.eval_set)
+        out = args.resume
+    else:
+        cfg, ex = config_from_args(args)
+        model = run(cfg, out_dir=args.out, execution=ex, overwrite=args.overwrite,
+                    eval_set=args.eval_set)
+        out = args.out
+    print(model.report())
+    print_baselines(model)
+    if out is not None:
+        print(f"saved the model in {out} (dpmt recommend --model {out} --items ID,ID,...; "
+              "or dpmt.Model.load)")
+    else:
+        print("nothing was saved: pass --out DIR to keep the model")
+    return 0
+
+
+def print_baselines(model) -> None:
+    """The baselines of the same evaluation next to the model's Recall@20."""
+    m = model.metrics or {}
+    base = m.get("baselines") or {}
+    if not m:
+        return
+    which = m.get("eval_set", "test")
+    lines = [f"Recall@20 on the {which} users: model {m['overall']['recall@20']:.4f}"]
+    for name, bm in base.items():
+        extra = "" if name != "private popularity" else " (the run's released counts: free)"
+        if name == "popularity":
+            extra = " (exact counts: not private)"
+        lines.append(f"  {name}: {bm['overall']['recall@20']:.4f}{extra}")
+    lines.append(f"  random: {m['overall'].get('random_recall@20', float('nan')):.4f}")
+    if "private popularity" in base and \
+            base["private popularity"]["overall"]["recall@20"] > m["overall"]["recall@20"]:
+        lines.append("  note: private popularity beats this model; more ε, more data or "
+                     "other settings are needed for it to pay off")
+    print("\n".join(lines))
+
+
+def _titles(model, data_dir: str) -> dict:
+    from dpmt.data.titles import item_titles_for
+
+    try:
+        return item_titles_for(model.config.dataset, model.item_ids, data_dir=data_dir) or {}
+    except (DpmtError, OSError):
+        return {}
+
+
+def _parse_ids(s: str, model) -> list:
+    parts = [p.strip() for p in s.split(",") if p.strip()]
+    if not parts:
+        raise ConfigError("--items needs at least one item id, e.g. --items 50,172,133")
+    if model.item_ids.dtype.kind in "iu":
+        try:
+            return [int(p) for p in parts]
+        except ValueError:
+            raise ConfigError(f"item ids of this model are integers (got {s!r})") from None
+    return parts
+
+
+def _print_items(ids, scores, titles, header: str, label: str) -> None:
+    print(header)
+    for rank, (i, sc) in enumerate(zip(ids.tolist(), scores.tolist()), 1):
+        t = titles.get(i)
+        print(f"{rank:3d}. {i!s:>8}  {label} {sc:+.4f}" + (f"  {t}" if t else ""))
+
+
+def cmd_recommend(args) -> int:
+    from dpmt.model import Model
+
+    model = Model.load(args.model)
+    items = _parse_ids(args.items, model)
+    ids, scores = model.recommend(items, k=args.k)
+    titles = _titles(model, args.data_dir)
+    liked = ", ".join(f"{titles.get(i) or i}" for i in items)
+    _print_items(ids, scores, titles, f"top {len(ids)} for a user who liked: {liked}",
+                 "score")
+    print(f"(folded in from this history against the released item embeddings: joint DP; "
+          f"the model's ε = {model.epsilon:.3g})" if model.private else
+          "(non-private model)")
+    return 0
+
+
+def cmd_similar(args) -> int:
+    from dpmt.model import Model
+
+    model = Model.load(args.model)
+    item = _parse_ids(args.item, model)
+    if len(item) != 1:
+        raise ConfigError("--item takes one item id")
+    ids, sims = model.similar_items(item[0], k=args.k)
+    titles = _titles(model, args.data_dir)
+    _print_items(ids, sims, titles, f"items most similar to {titles.get(item[0]) or item[0]} "
+                 "(cosine of released embeddings)", "cos")
     return 0
 
 
@@ -215,17 +293,23 @@ def cmd_demo(args) -> int:
     return demo_main(args)
 
 
+# -- the parser -------------------------------------------------------------------------------
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    pass
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="dpmt",
         description="Differentially private multi-task recommender training (user-level DP, "
                     "adaptive task weights; Krichene et al. 2023). " + PRIVACY_UNIT_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_Formatter,
         epilog="examples:\n"
                "  dpmt fetch ml-100k\n"
                "  dpmt info ml-100k\n"
-               "  dpmt train --dataset ml-100k --solver ssp --weights adaptive --epsilon 5 "
-               "--out runs/adaptive\n"
+               "  dpmt train --dataset ml-100k --epsilon 5 --out runs/ml100k\n"
+               "  dpmt recommend --model runs/ml100k --items 50,172,133 -k 10\n"
+               "  dpmt similar --model runs/ml100k --item 50\n"
                "  dpmt compare --epsilons 1 5 20 --seeds 0 1 2 --out runs/compare\n"
                "  dpmt stream --dataset ml-100k --predictor jdp --epsilon 1 --delta 1e-6\n")
     from dpmt import __version__
@@ -236,64 +320,93 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("fetch", help="download a MovieLens dataset into data/ (offline fallback "
                                      "for ml-100k)")
     f.add_argument("name", help="ml-100k, ml-1m, ml-10m, ml-20m, ml-25m or ml-latest-small")
-    f.add_argument("--data-dir", default="data")
+    f.add_argument("--data-dir", default="data", help="where to put it (default: data)")
     f.add_argument("--quiet", action="store_true", help="no progress bar")
     f.set_defaults(func=cmd_fetch)
 
     i = sub.add_parser("info", help="dataset summary and task-size skew")
-    i.add_argument("dataset", nargs="?", default="ml-100k")
-    i.add_argument("--data-dir", default="data")
+    i.add_argument("dataset", nargs="?", default="ml-100k",
+                   help="dataset name or ratings file (default: ml-100k)")
+    i.add_argument("--data-dir", default="data", help="where datasets live (default: data)")
     i.set_defaults(func=cmd_info)
 
-    t = sub.add_parser("train", help="train a (private) recommender; writes a run directory",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    add_train_arguments(t)
-    t.add_argument("--out", default=None, help="run directory (config.json, ledger.json, "
-                                               "metrics.json, item_embeddings.npz, train.log)")
+    t = sub.add_parser("train", formatter_class=_Formatter,
+                       help="train a (private) recommender; --out DIR saves it as a model",
+                       description="Train item embeddings under user-level DP, evaluate them "
+                                   "against popularity (exact and private) and save the model. "
+                                   + PRIVACY_UNIT_HELP)
+    add_config_arguments(t)
+    t.add_argument("--out", default=None, metavar="DIR",
+                   help="run directory = the saved model (model.json, item_embeddings.npz, "
+                        "ledger.json, metrics.json, config.json, train.log); default: not "
+                        "saved")
+    t.add_argument("--overwrite", action="store_true",
+                   help="replace a finished model or an unfinished run in --out")
     t.add_argument("--resume", metavar="RUN_DIR", default=None,
-                   help="continue an interrupted run from its last completed iteration (same "
-                        "configuration and random streams; nothing is charged twice)")
-    t.add_argument("--quiet", action="store_true", help="no progress bars")
+                   help="continue an interrupted run from its last completed iteration (its "
+                        "saved settings and random streams; nothing is charged twice)")
+    t.add_argument("--eval-set", choices=["validation", "test"], default="test",
+                   help="which held-out split to report (default: test; tune on validation)")
     t.set_defaults(func=cmd_train)
 
-    c = sub.add_parser("compare", help="grid over weights × ε × solver × seeds: head/tail table, "
-                                       "CSV and bar chart")
-    add_train_arguments(c)
+    r = sub.add_parser("recommend", help="top-k items for a user's history, from a saved model")
+    r.add_argument("--model", required=True, metavar="DIR", help="a saved model / run directory")
+    r.add_argument("--items", required=True, metavar="ID,ID,...",
+                   help="raw ids of the items the user liked (e.g. 50,172,133)")
+    r.add_argument("-k", type=_parse_number("-k", "int"), default=10,
+                   help="how many (default: 10)")
+    r.add_argument("--data-dir", default="data", help="where to find item titles (default: data)")
+    r.set_defaults(func=cmd_recommend)
+
+    s = sub.add_parser("similar", help="items most similar to one item, from a saved model")
+    s.add_argument("--model", required=True, metavar="DIR", help="a saved model / run directory")
+    s.add_argument("--item", required=True, metavar="ID", help="raw item id")
+    s.add_argument("-k", type=_parse_number("-k", "int"), default=10,
+                   help="how many, the item itself first (default: 10)")
+    s.add_argument("--data-dir", default="data", help="where to find item titles (default: data)")
+    s.set_defaults(func=cmd_similar)
+
+    c = sub.add_parser("compare", formatter_class=_Formatter,
+                       help="grid over weights × ε × solver × seeds: head/tail table, CSV and "
+                            "bar chart")
+    add_config_arguments(c, skip=COMPARE_SWEPT)
     c.add_argument("--weight-grid", nargs="+", default=["uniform", "tail", "adaptive"],
-                   help="weights to compare (adaptive:MU sets μ, e.g. adaptive:0.5)")
-    c.add_argument("--epsilons", nargs="+", type=_positive_float("--epsilons"), default=[5.0])
-    c.add_argument("--solvers", nargs="+", choices=["ssp", "gd"], default=["ssp"])
-    c.add_argument("--seeds", nargs="+", type=int, default=[0])
+                   metavar="W", help="weights to compare: uniform, tail, adaptive, "
+                                     "adaptive-normalized; adaptive:MU sets μ (default: uniform "
+                                     "tail adaptive)")
+    c.add_argument("--epsilons", nargs="+", type=_parse_number("--epsilons", "float"),
+                   default=[5.0], metavar="EPS", help="target ε of each private run (default: 5)")
+    c.add_argument("--solvers", nargs="+", choices=["ssp", "gd"], default=["ssp"],
+                   help="private item steps to compare (default: ssp)")
+    c.add_argument("--seeds", nargs="+", type=_parse_number("--seeds", "int"), default=[0],
+                   metavar="SEED", help="seeds; each gives its own split (default: 0)")
     c.add_argument("--baselines", action=argparse.BooleanOptionalAction, default=True,
-                   help="also run popularity and non-private ALS")
-    c.add_argument("--eval-set", choices=["validation", "test"], default="test")
-    c.add_argument("--out", default="runs/compare", help="output folder for table/CSV/PNG")
-    c.add_argument("--quiet", action="store_true")
+                   help="also run popularity (exact and private) and non-private ALS")
+    c.add_argument("--eval-set", choices=["validation", "test"], default="test",
+                   help="which held-out split to report (default: test)")
+    c.add_argument("--out", default="runs/compare", metavar="DIR",
+                   help="output folder for table/CSV/PNG (default: runs/compare)")
     c.set_defaults(func=cmd_compare)
 
-    s = sub.add_parser("stream", help="JDP online prediction over a ratings stream")
-    try:
-        from dpmt.apps import stream as online_cli
+    st = sub.add_parser("stream", help="JDP online prediction over a ratings stream")
+    from dpmt.apps import stream
 
-        online_cli.add_arguments(s)
-        s.set_defaults(func=online_cli.run)
-    except ImportError as e:  # pragma: no cover - only while the online module is missing
-        s.set_defaults(func=lambda a: (print(f"dpmt stream unavailable: {e}", file=sys.stderr), 2)[1])
+    stream.add_arguments(st)
+    st.set_defaults(func=stream.run)
 
-    try:
-        from dpmt.apps import bench as bench_mod
-    except ImportError:  # pragma: no cover
-        bench_mod = None
-    if bench_mod is not None:
-        b = sub.add_parser("bench", help="benchmarks: item/user/GD steps, FLOP/s against the "
-                                         "measured matmul peak, peak memory")
-        bench_mod.add_arguments(b)
-        b.set_defaults(func=bench_mod.run)
+    from dpmt.apps import bench
+
+    b = sub.add_parser("bench", help="benchmarks: item/user/GD steps, FLOP/s against the "
+                                     "measured matmul peak, peak memory")
+    bench.add_arguments(b)
+    b.set_defaults(func=bench.run)
 
     d = sub.add_parser("demo", help="the README's first command: fetch ML-100K, train the "
-                                    "baselines and DP uniform/adaptive, print the head/tail table")
-    d.add_argument("--out", default="runs/demo")
-    d.add_argument("--quiet", action="store_true")
+                                    "baselines and DP models, print the head/tail table and "
+                                    "three recommendations from the saved model")
+    d.add_argument("--out", default="runs/demo", metavar="DIR",
+                   help="output folder (default: runs/demo)")
+    d.add_argument("--quiet", action="store_true", help="no progress bars")
     d.set_defaults(func=cmd_demo)
     return p
 
@@ -305,10 +418,11 @@ def main(argv=None) -> int:
         parser.print_help()
         return 2
     try:
-        if getattr(args, "devices", 1) > 1:   # before anything starts JAX's backend
+        devices = getattr(args, "devices", 1)
+        if isinstance(devices, int) and devices > 1:   # before anything starts JAX's backend
             from dpmt.solvers.sharding import request_devices
 
-            request_devices(args.devices)
+            request_devices(devices)
         return int(args.func(args) or 0)
     except DpmtError as e:
         print(f"dpmt {args.command}: error: {e}", file=sys.stderr)

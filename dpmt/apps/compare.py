@@ -19,7 +19,8 @@ import numpy as np
 
 from dpmt.config import TrainConfig
 from dpmt.errors import ConfigError
-from dpmt.privacy.ledger import PRIVACY_UNIT, atomic_write_text
+from dpmt._io import atomic_write_text
+from dpmt.privacy.ledger import PRIVACY_UNIT
 
 METRIC = "recall@20"
 
@@ -64,23 +65,33 @@ def build_grid(base: TrainConfig, weight_specs, epsilons, solvers, baselines=Tru
     return points
 
 
-def validate_grid(points: list[GridPoint], seeds) -> None:
-    """Check every seed and every private point's budget before anything trains."""
-    from dpmt.privacy import calibrate
-    from dpmt.training import plan_releases
+def validate_grid(points: list[GridPoint], seeds, epsilons=()) -> None:
+    """Check every seed and every private point's budget before anything trains; refuse
+    repeated seeds or ε (they would be averaged as if they were independent runs)."""
+    from dpmt.train.plan import make_plan
 
+    for name, vals in (("--seeds", [int(s) for s in seeds]),
+                       ("--epsilons", [float(e) for e in epsilons])):
+        if len(set(vals)) != len(vals):
+            raise ConfigError(f"{name} lists a value twice ({' '.join(map(str, vals))}); "
+                              "repeats are the same run, not more evidence")
     for seed in seeds:
         TrainConfig(seed=int(seed))  # range-checks the seed
     for p in points:
-        if p.config is not None and p.config.private:
-            calibrate(plan_releases(p.config), p.config.epsilon, p.config.delta,
-                      p.config.accountant)
+        if p.config is not None:
+            make_plan(p.config)
 
 
 def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = "test",
-             progress: bool = True) -> list[dict]:
+             progress: bool = True, execution=None) -> list[dict]:
     """Run every grid point for every seed; one result row per (point, seed)."""
-    from dpmt.training import fit, popularity_metrics, prepare_data
+    from dpmt.config import ExecutionConfig
+    from dpmt.train.evaluate import popularity_metrics, private_popularity_metrics
+    from dpmt.train.loop import fit
+    from dpmt.train.rundir import prepare_data
+
+    ex = execution or ExecutionConfig(progress=progress)
+    quiet = dataclasses.replace(ex, progress=False)
 
     rows = []
     total = len(points) * len(seeds)
@@ -91,33 +102,50 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
 
         bar = tqdm(total=total, desc="grid", unit="run")
     for seed in seeds:
-        split = prepare_data(base.replace(seed=int(seed)), progress=False)
+        split = prepare_data(base.replace(seed=int(seed)), quiet)
         es = split.test if eval_set == "test" else split.validation
+        private_pop_done: set[float] = set()
         for p in points:
             t0 = time.time()
             if p.config is None:
                 m = popularity_metrics(split.train, es)
-                eps = math.inf
+                eps, compile_s = math.inf, 0.0
             else:
-                res = fit(split.train, p.config.replace(seed=int(seed)), test=es)
-                m = res.metrics
+                res = fit(split.train, p.config.replace(seed=int(seed)), test=es,
+                          execution=quiet)
+                m, compile_s = res.metrics, res.compile_seconds
                 eps = res.epsilon if p.config.private else math.inf
-            row = {"method": p.label, "seed": int(seed), "epsilon": eps,
-                   "solver": "-" if p.config is None else p.config.solver,
-                   "weights": "-" if p.config is None else
-                   (p.config.weights if p.config.private else "all-ones"),
-                   "recall@20": m["overall"]["recall@20"], "ndcg@20": m["overall"]["ndcg@20"],
-                   "seconds": time.time() - t0}
-            for b, bm in enumerate(m["buckets"]):
-                row[f"bucket{b}_recall@20"] = bm["recall@20"]
-            rows.append(row)
-            done += 1
+            rows.append(_row(p.label, seed, eps, p.config, m, time.time() - t0, compile_s))
+            if p.config is not None and p.config.private and res.item_counts is not None \
+                    and p.config.epsilon not in private_pop_done:
+                # free post-processing of the counts this run released (same ε)
+                private_pop_done.add(p.config.epsilon)
+                pm = private_popularity_metrics(res.item_counts, split.train, es,
+                                                res.privacy_summary())
+                rows.append(_row(f"private popularity ε={p.config.epsilon:g}", seed, eps,
+                                 None, pm, 0.0, 0.0))
             if bar is not None:
                 bar.update(1)
-                bar.set_postfix(last=f"{p.label}: {row['recall@20']:.3f}")
+                bar.set_postfix(last=f"{p.label}: {rows[-1]['recall@20']:.3f}")
     if bar is not None:
         bar.close()
     return rows
+
+
+def _row(label, seed, eps, config, m, seconds, compile_seconds) -> dict:
+    row = {"method": label, "seed": int(seed), "epsilon": eps,
+           "solver": "-" if config is None else config.solver,
+           "weights": "-" if config is None else
+           (config.weights if config.private else "all-ones"),
+           "recall@20": m["overall"]["recall@20"], "ndcg@20": m["overall"]["ndcg@20"],
+           "seconds": seconds, "compile_seconds": compile_seconds,
+           "random_recall@20": m["overall"].get("random_recall@20", float("nan"))}
+    for b, bm in enumerate(m["buckets"]):
+        row[f"bucket{b}_recall@20"] = bm["recall@20"]
+        row[f"bucket{b}_random_recall@20"] = bm.get("random_recall@20", float("nan"))
+        if "min_count" in bm:
+            row[f"bucket{b}_counts"] = f"{bm['min_count']}-{bm['max_count']}"
+    return row
 
 
 def summarise(rows: list[dict]) -> list[dict]:
@@ -127,26 +155,48 @@ def summarise(rows: list[dict]) -> list[dict]:
     for meth in methods:
         rs = [r for r in rows if r["method"] == meth]
         agg = {"method": meth, "seeds": len(rs)}
-        keys = [k for k in rs[0] if k.startswith(("recall", "ndcg", "bucket"))]
+        keys = [k for k in rs[0] if k.startswith(("recall", "ndcg", "bucket", "random"))
+                and not k.endswith("_counts")]
         for k in keys:
             v = np.array([r[k] for r in rs], dtype=float)
             agg[k] = float(np.nanmean(v))
             agg[k + "_std"] = float(np.nanstd(v))
         agg["epsilon"] = float(np.mean([r["epsilon"] for r in rs]))
+        for k in rs[0]:
+            if k.endswith("_counts"):
+                agg[k] = rs[0][k]
         out.append(agg)
     return out
 
 
+def _n_buckets(summary: list[dict]) -> int:
+    return len([k for k in summary[0] if k.startswith("bucket") and k.endswith("_recall@20")
+                and "random" not in k and not k.endswith("_std")])
+
+
 def format_table(summary: list[dict]) -> str:
-    """Markdown table: overall and per-bucket Recall@20, mean ± std over seeds."""
-    n_b = len([k for k in summary[0] if k.startswith("bucket") and not k.endswith("_std")])
-    head = ["method", "ε spent", "Recall@20", "NDCG@20"] + [
-        f"B{b} ({'tail' if b == 0 else 'head' if b == n_b - 1 else b})" for b in range(n_b)]
+    """Markdown table: overall and per-bucket Recall@20, mean ± std over seeds (buckets B1 =
+    tail … B5 = head, each with its training-count range; a last row gives the level of a
+    random ranking, which is k/|bucket| inside a bucket)."""
+    n_b = _n_buckets(summary)
+    s0 = summary[0]
+
+    def bname(b):
+        rng = s0.get(f"bucket{b}_counts")
+        tag = " tail" if b == 0 else " head" if b == n_b - 1 else ""
+        return f"B{b + 1}{tag}" + (f" ({rng} ratings)" if rng else "")
+
+    head = ["method", "ε spent", "Recall@20", "NDCG@20"] + [bname(b) for b in range(n_b)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in summary:
         eps = "∞" if math.isinf(s["epsilon"]) else f"{s['epsilon']:.3g}"
         cells = [s["method"], eps, _pm(s, "recall@20"), _pm(s, "ndcg@20")]
         cells += [_pm(s, f"bucket{b}_recall@20") for b in range(n_b)]
+        lines.append("| " + " | ".join(cells) + " |")
+    if "random_recall@20" in s0:
+        cells = ["random ranking (expected)", "0", f"{s0['random_recall@20']:.4f}", "–"]
+        cells += [f"{s0.get(f'bucket{b}_random_recall@20', float('nan')):.4f}"
+                  for b in range(n_b)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -162,18 +212,28 @@ def plot_buckets(summary: list[dict], path: Path, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    n_b = len([k for k in summary[0] if k.startswith("bucket") and not k.endswith("_std")])
+    n_b = _n_buckets(summary)
     x = np.arange(n_b + 1)
     width = 0.8 / len(summary)
     fig, ax = plt.subplots(figsize=(max(8, 1.2 * (n_b + 1) * len(summary) / 3), 4.5))
     for k, s in enumerate(summary):
         vals = [s[f"bucket{b}_recall@20"] for b in range(n_b)] + [s["recall@20"]]
         errs = [s[f"bucket{b}_recall@20_std"] for b in range(n_b)] + [s["recall@20_std"]]
-        ax.bar(x + (k - (len(summary) - 1) / 2) * width, vals, width, yerr=errs, capsize=2,
-               label=s["method"])
-    ax.set_xticks(x, [f"bucket {b}" + (" (tail)" if b == 0 else " (head)" if b == n_b - 1
-                                       else "") for b in range(n_b)] + ["overall"])
-    ax.set_ylabel("Recall@20 (sliced per bucket)")
+        # error bars only where there are seeds to spread
+        ax.bar(x + (k - (len(summary) - 1) / 2) * width, vals, width,
+               yerr=errs if s["seeds"] > 1 else None, capsize=2, label=s["method"])
+    s0 = summary[0]
+    if "random_recall@20" in s0:
+        rnd = [s0.get(f"bucket{b}_random_recall@20", np.nan) for b in range(n_b)] + \
+            [s0["random_recall@20"]]
+        ax.hlines(rnd, x - 0.45, x + 0.45, colors="k", linestyles="dashed", linewidth=1,
+                  label="random ranking")
+    ax.set_xticks(x, [f"B{b + 1}" + (" (tail)" if b == 0 else " (head)" if b == n_b - 1
+                                     else "")
+                      + (f"\n{s0[f'bucket{b}_counts']} ratings"
+                         if f"bucket{b}_counts" in s0 else "") for b in range(n_b)]
+                  + ["overall"])
+    ax.set_ylabel("Recall@20 (each bucket ranks only its items)")
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
@@ -209,10 +269,11 @@ def _write_csv(rows: list[dict], path: Path) -> None:
 def compare_main(args) -> int:
     from dpmt.apps.cli import config_from_args
 
-    base = config_from_args(args)
+    base, ex = config_from_args(args)
     points = build_grid(base, args.weight_grid, args.epsilons, args.solvers, args.baselines)
-    validate_grid(points, args.seeds)
-    rows = run_grid(base, points, args.seeds, eval_set=args.eval_set, progress=not args.quiet)
+    validate_grid(points, args.seeds, args.epsilons)
+    rows = run_grid(base, points, args.seeds, eval_set=args.eval_set, progress=ex.progress,
+                    execution=ex)
     title = (f"{base.dataset}, {args.eval_set} Recall@20, δ={base.delta:g}, d={base.dim}, "
              f"seeds {list(args.seeds)}")
     table = write_outputs(rows, Path(args.out), title)
@@ -222,10 +283,20 @@ def compare_main(args) -> int:
     return 0
 
 
+#: what the demo recommends for: a user who liked Star Wars (50), The Empire Strikes Back
+#: (172) and Gone with the Wind (133) — ML-100K item ids.
+DEMO_HISTORY = (50, 172, 133)
+
+
 def demo_main(args) -> int:
-    """Fetch ML-100K, then popularity, non-private ALS, DP uniform and DP adaptive
-    (budget-normalised, μ = 0.1) noisy GD at ε = 5, δ = 1e-5."""
+    """Fetch ML-100K, then popularity (exact and private), non-private ALS, DP uniform and
+    DP adaptive (budget-normalised, μ = 0.1) noisy GD at ε = 5, δ = 1e-5; save the adaptive
+    model and print three recommendations from the saved model, with titles."""
+    from dpmt.config import ExecutionConfig
     from dpmt.data import fetch
+    from dpmt.data.titles import item_titles_for
+    from dpmt.model import Model
+    from dpmt.train.rundir import run
 
     fetch("ml-100k", data_dir="data", progress=not args.quiet)
     # noisy GD and the budget-normalised adaptive weights were the best private settings on
@@ -239,4 +310,17 @@ def demo_main(args) -> int:
     print(table)
     print(f"\nprivacy unit: {PRIVACY_UNIT}\nwrote {args.out}/summary.md and "
           f"{args.out}/head_tail.png")
+    model_dir = Path(args.out) / "model"
+    cfg = points[-1].config
+    run(cfg, model_dir, execution=ExecutionConfig(progress=False), overwrite=True,
+        baselines=False)
+    model = Model.load(model_dir)            # what a user would do: load the saved model
+    ids, scores = model.recommend(list(DEMO_HISTORY), k=3)
+    titles = item_titles_for("ml-100k", model.item_ids, data_dir="data") or {}
+    liked = ", ".join(titles.get(i) or str(i) for i in DEMO_HISTORY)
+    print(f"\nsaved model: {model_dir} ({points[-1].label}, ε = {model.epsilon:.3g})")
+    print(f"three recommendations for a user who liked {liked}:")
+    for rank, i in enumerate(ids.tolist(), 1):
+        print(f"  {rank}. {titles.get(i) or i}")
+    print(f"(more: dpmt recommend --model {model_dir} --items 50,172,133 -k 10)")
     return 0

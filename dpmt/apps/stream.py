@@ -26,7 +26,7 @@ __all__ = ["add_arguments", "run"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the ``dpmt stream`` options to ``parser`` (returns it)."""
-    from dpmt.online.experiments import PREDICTORS
+    from dpmt.online.predictors import PREDICTORS
 
     parser.description = ("Replay a ratings dataset in timestamp order as an online task "
                           "(will the user like the item? x = popularity bucket) and run a "
@@ -104,7 +104,7 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
-    from dpmt.online.experiments import make_predictor, privacy_of, run_predictor
+    from dpmt.online.predictors import make_predictor, privacy_of, run_predictor
     from dpmt.online.ratings_stream import best_in_hindsight, ratings_stream
 
     defaults = add_arguments(argparse.ArgumentParser()).parse_args([])

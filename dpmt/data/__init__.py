@@ -19,6 +19,8 @@ from dpmt.data.loaders import (
     load_inter,
     load_item_genres,
     load_tsv,
+    parse_columns,
+    parse_rating_range,
 )
 from dpmt.data.ratings import CSR, Ratings
 from dpmt.data.splits import (
@@ -43,7 +45,7 @@ __all__ = [
     "CSR", "Ratings",
     # loaders
     "load_file", "load_tsv", "load_dat", "load_csv", "load_inter", "detect_format",
-    "from_tfds", "load_item_genres", "ML100K_GENRES",
+    "from_tfds", "load_item_genres", "ML100K_GENRES", "parse_columns", "parse_rating_range",
     # fetch / load
     "REGISTRY", "DatasetInfo", "dataset_path", "fetch", "load", "parse_synthetic_spec",
     "item_features_for",

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import inspect
 import os
 import shutil
 import subprocess
@@ -43,8 +42,9 @@ from pathlib import Path
 
 import numpy as np
 
-from dpmt.data.loaders import load_file
+from dpmt.data.loaders import check_columns, check_on_duplicate, check_rating_range, load_file
 from dpmt.data.ratings import Ratings
+from dpmt.data.synthetic import parse_synthetic_spec
 from dpmt.errors import ConfigError, DataError
 
 __all__ = ["DatasetInfo", "REGISTRY", "fetch", "load", "dataset_path", "parse_synthetic_spec",
@@ -461,60 +461,6 @@ def item_features_for(spec: str | Path, ratings: Ratings, data_dir: str | Path =
                     f"file; use encoder='embedding' for this dataset")
 
 
-def _synthetic_params() -> dict[str, inspect.Parameter]:
-    from dpmt.data.synthetic import make_synthetic
-
-    return {k: p for k, p in inspect.signature(make_synthetic).parameters.items()
-            if k not in ("return_truth", "name")}
-
-
-_SYN_ALIASES = {"users": "n_users", "items": "n_items", "interactions": "n_interactions",
-                "sigma": "user_activity_sigma"}
-
-
-def parse_synthetic_spec(spec: str) -> dict:
-    """``"synthetic:users=500,items=100,alpha=1.2"`` -> keyword arguments of make_synthetic.
-
-    Keys: users, items, interactions (or n_users, ...), sigma (user_activity_sigma), any
-    other :func:`make_synthetic` parameter, and ``like=<dataset>`` / ``scale=<float>`` for
-    :func:`make_synthetic_like`.
-    """
-    head, _, rest = spec.partition(":")
-    if head.strip() != "synthetic":
-        raise DataError(f"not a synthetic spec: {spec!r}")
-    params = _synthetic_params()
-    kwargs: dict = {}
-    for part in filter(None, (p.strip() for p in rest.split(","))):
-        key, eq, val = part.partition("=")
-        key, val = key.strip(), val.strip()
-        key = _SYN_ALIASES.get(key, key)
-        if not eq or not val:
-            raise ConfigError(f"synthetic spec {spec!r}: expected key=value, got {part!r}")
-        if key == "like":
-            kwargs[key] = val
-            continue
-        if key == "scale":
-            default = 1.0
-        elif key in params:
-            default = params[key].default
-        else:
-            known = ["users", "items", "interactions", "sigma", "like", "scale"] + [
-                k for k in params if k not in _SYN_ALIASES.values()]
-            raise ConfigError(f"synthetic spec {spec!r}: unknown key {key!r}; known keys: "
-                              f"{', '.join(known)}")
-        try:
-            num = float(val)
-        except ValueError:
-            raise ConfigError(f"synthetic spec {spec!r}: {key}={val!r} is not a number") from None
-        if isinstance(default, int) and not isinstance(default, bool):
-            if not num.is_integer():
-                raise ConfigError(f"synthetic spec {spec!r}: {key} must be an integer "
-                                  f"(got {val})")
-            num = int(num)
-        kwargs[key] = num
-    return kwargs
-
-
 def _generic_ratings(p: Path) -> Path:
     """The ratings file inside a dataset folder."""
     for cand in ("u.data", "ratings.dat", "ratings.csv"):
@@ -528,7 +474,9 @@ def _generic_ratings(p: Path) -> Path:
 
 
 def load(spec: str | Path, data_dir: str | Path = "data", fetch_if_missing: bool = True,
-         progress: bool = True, **load_kw) -> Ratings:
+         progress: bool = True, *, rating_range="auto", on_duplicate: str = "error",
+         columns: dict | None = None, name: str | None = None,
+         tfds_data_dir: str | None = None) -> Ratings:
     """Load a dataset by name, path or synthetic spec.
 
     Parameters
@@ -546,19 +494,38 @@ def load(spec: str | Path, data_dir: str | Path = "data", fetch_if_missing: bool
         Download a registry dataset that is not in ``data_dir``; else a DataError.
     progress : bool
         Progress output while fetching.
-    **load_kw
-        Passed to :func:`dpmt.data.loaders.load_file` (``rating_range``, ``on_duplicate``).
+    rating_range, on_duplicate
+        As in :func:`~dpmt.data.loaders.load_file`, for files, registry datasets and TFDS
+        (CLI: ``--rating-range LOW,HIGH|none``, ``--on-duplicate {error,keep-last}``).
+        Synthetic data has nothing for them to do (values 1.0, distinct pairs): they are
+        checked and otherwise ignored, so one set of options can serve several datasets.
+    columns : mapping, optional
+        Header names of a file's fields (see :func:`~dpmt.data.loaders.load_file`; CLI:
+        ``--columns user=COL,...``). Only for paths: registry, TFDS and synthetic datasets
+        have a fixed layout, so a non-empty ``columns`` there is a ConfigError.
+    name : str, optional
+        ``Ratings.name`` (default: the dataset name, or the file's folder / stem).
+    tfds_data_dir : str, optional
+        TFDS ``data_dir`` for ``tfds:`` specs.
 
     Returns
     -------
     Ratings with ``name`` set to the dataset name (or file name / synthetic spec).
     """
     s = str(spec).strip()
+    opts = dict(rating_range=check_rating_range(rating_range),
+                on_duplicate=check_on_duplicate(on_duplicate))
+    columns = check_columns(columns)
+    builtin = s in REGISTRY or s.startswith("tfds:") or s == "synthetic" or \
+        s.startswith("synthetic:")
+    if columns and builtin:
+        raise ConfigError(f"columns= (CLI: --columns) names the header columns of your own "
+                          f"CSV/TSV file; dataset {s!r} has a fixed layout, so leave it out")
     if s == "synthetic" or s.startswith("synthetic:"):
         from dpmt.data.synthetic import make_synthetic, make_synthetic_like
 
         kw = parse_synthetic_spec(s)
-        kw["name"] = s
+        kw["name"] = name or s
         if "like" in kw:
             return make_synthetic_like(kw.pop("like"), **kw)
         if "scale" in kw:
@@ -572,20 +539,18 @@ def load(spec: str | Path, data_dir: str | Path = "data", fetch_if_missing: bool
                 raise DataError(f"dataset {s} is not in {Path(data_dir).resolve()} (expected "
                                 f"{path}); run `dpmt fetch {s}` or pass fetch_if_missing=True")
             path = fetch(s, data_dir=data_dir, progress=progress)
-        load_kw.setdefault("name", s)
-        return load_file(path, info.fmt, **load_kw)
+        return load_file(path, info.fmt, name=name or s, **opts)
     if s.startswith("tfds:"):
         from dpmt.data.loaders import from_tfds
 
-        load_kw.pop("name", None)
-        return from_tfds(s[len("tfds:"):], data_dir=load_kw.pop("tfds_data_dir", None),
-                         **load_kw)
+        r = from_tfds(s[len("tfds:"):], data_dir=tfds_data_dir, **opts)
+        return r if name is None else dataclasses.replace(r, name=name)
     p = Path(s).expanduser()
     if p.is_dir():
         p = _generic_ratings(p)
     if p.is_file():
         generic = p.name in ("u.data", "ratings.dat", "ratings.csv")
         nm = p.parent.name if generic and p.parent.name else p.stem
-        return load_file(p, name=load_kw.pop("name", nm), **load_kw)
+        return load_file(p, name=name or nm, columns=columns, **opts)
     raise DataError(f"unknown dataset {s!r}: not a known name ({', '.join(REGISTRY)}), not "
                     f"'synthetic[:key=value,...]', and no file or folder at {p}")

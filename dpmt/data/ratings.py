@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from typing import NamedTuple
 
 import numpy as np
 
-from dpmt.errors import DataError
+from dpmt.errors import ConfigError, DataError
 
 
 class CSR(NamedTuple):
@@ -65,6 +66,118 @@ def _csr(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, n_rows: int) -> C
     return CSR(indptr, cols[order].astype(np.int32), vals[order].astype(np.float32), order)
 
 
+# ----------------------------------------------------------------------------------------
+# Input validation (the constructor is a public entry point: arrays may come from anywhere)
+# ----------------------------------------------------------------------------------------
+#: Dense indices are int32; they must stay below this bound.
+INDEX_LIMIT = 2**31 - 1
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _vector(a, name: str) -> np.ndarray:
+    """``a`` as a 1-D numpy array, or DataError."""
+    try:
+        arr = np.asarray(a)
+    except (ValueError, TypeError) as e:                  # ragged nested lists, ...
+        raise DataError(f"{name} must be a 1-D array ({e})") from None
+    if arr.ndim != 1:
+        raise DataError(f"{name} must be a 1-D array, got shape {arr.shape}")
+    return arr
+
+
+def _object_numbers(arr: np.ndarray, name: str, noun: str = "integers") -> np.ndarray:
+    """An object array of Python numbers as int64 (exact) or float64 (else, incl. ints
+    beyond int64, which the range checks then reject), or DataError."""
+    vals = arr.tolist()
+    if not all(isinstance(v, (int, float, np.integer, np.floating))
+               and not isinstance(v, (bool, np.bool_)) for v in vals):
+        kinds = sorted({type(v).__name__ for v in vals})
+        raise DataError(f"{name} must be {noun} (got an object array holding "
+                        f"{', '.join(kinds)})")
+    try:
+        if all(isinstance(v, (int, np.integer)) and _INT64_MIN <= v <= _INT64_MAX
+               for v in vals):
+            return np.array(vals, dtype=np.int64)
+        return np.array(vals, dtype=np.float64)
+    except OverflowError:
+        raise DataError(f"{name} holds a number too large for any index or timestamp") \
+            from None
+
+
+def _integral(arr: np.ndarray, name: str, what: str, dtype, low: int, high: int,
+              hint: str = "") -> np.ndarray:
+    """``arr`` (1-D) as ``dtype`` if every entry is an integer in ``[low, high)``.
+
+    Accepts integer arrays and float arrays whose entries are exactly integral (e.g. the
+    result of numpy arithmetic); rejects bool, text, complex, fractions, NaN, inf and values
+    out of range (checked before the cast, so nothing wraps around).
+    """
+    if arr.dtype.kind == "O":
+        arr = _object_numbers(arr, name)
+    kind = arr.dtype.kind
+    if kind not in "iuf":
+        raise DataError(f"{name} must be integers (got dtype {arr.dtype})")
+    if len(arr) == 0:
+        return arr.astype(dtype)
+    if kind == "f":
+        bad = ~(np.isfinite(arr) & (np.floor(arr) == arr))
+        if bad.any():
+            j = int(np.argmax(bad))
+            raise DataError(f"{what} {arr[j]:g} at position {j} is not an integer")
+    lo, hi = arr.min(), arr.max()
+    if lo < low or hi >= high:
+        j = int(np.argmax((arr < low) | (arr >= high)))
+        v = int(arr[j]) if kind in "iu" else f"{arr[j]:g}"
+        raise DataError(f"{what} {v} at position {j} is out of range: must be >= {low} "
+                        f"and < {high}{hint}")
+    return arr.astype(dtype, copy=False)
+
+
+def _index(arr: np.ndarray, side: str, n: int) -> np.ndarray:
+    """Dense user/item indices: integers in ``[0, min(n, 2**31 - 1))``, as int32."""
+    if n <= INDEX_LIMIT:
+        high, hint = n, f" (n_{side}s = {n}, the length of {side}_ids)"
+    else:
+        high, hint = INDEX_LIMIT, " (2**31 - 1: indices are int32)"
+    if arr.dtype.kind == "O":
+        arr = _object_numbers(arr, side)
+    if arr.dtype.kind in "iuf" and len(arr) and arr.max() >= INDEX_LIMIT:
+        hint += (f"; indices must be below 2**31 - 1 (int32). Is that a raw id? Dense "
+                 f"indices run 0..n_{side}s-1; Ratings.from_raw maps raw ids to them")
+    return _integral(arr, side, f"{side} index", np.int32, 0, high, hint)
+
+
+def _values(arr: np.ndarray) -> np.ndarray:
+    """Ratings as finite float32."""
+    if arr.dtype.kind == "O":
+        arr = _object_numbers(arr, "value", "numbers")
+    if arr.dtype.kind not in "biuf":
+        raise DataError(f"value must be numbers (got dtype {arr.dtype})")
+    with np.errstate(over="ignore"):                      # too large -> inf, reported
+        out = arr.astype(np.float32, copy=False)
+    bad = ~np.isfinite(out)
+    if bad.any():
+        j = int(np.argmax(bad))
+        orig = arr[j].item()
+        raise DataError(f"value at position {j} is {orig}"
+                        + ("" if not math.isfinite(orig) else " (inf as float32)")
+                        + "; ratings must be finite numbers")
+    return out
+
+
+_ON_DUPLICATE = ("error", "keep-last")
+
+
+def keep_last_rows(key: np.ndarray, timestamp: np.ndarray | None) -> np.ndarray:
+    """Sorted row indices that keep one row per distinct ``key``: the row with the latest
+    timestamp, and among equal (or absent) timestamps the last row."""
+    rowpos = np.arange(len(key))
+    keys = (rowpos, key) if timestamp is None else (rowpos, timestamp, key)
+    o = np.lexsort(keys)
+    last = np.r_[key[o][1:] != key[o][:-1], True]
+    return np.sort(o[last])
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Ratings:
     """Ratings as coordinate arrays (one entry per (user, item) pair).
@@ -80,6 +193,13 @@ class Ratings:
 
     ``n_users``/``n_items`` are the lengths of the id maps, so a split keeps the full index
     space even where some users or items have no entries in it.
+
+    The constructor checks its input and raises DataError naming the problem: every array
+    1-D; user, item, value (and timestamp) of equal length; user/item integers (or floats
+    that are exactly integral) with ``0 <= index < n_users`` / ``n_items`` (and < 2**31 - 1,
+    checked before the int32 cast so nothing wraps); values finite numbers; timestamps
+    integral and within int64. Repeated (user, item) pairs are allowed here (a stream may
+    re-rate); :meth:`from_raw` rejects them by default.
     """
 
     user: np.ndarray
@@ -91,19 +211,29 @@ class Ratings:
     name: str = "ratings"
 
     def __post_init__(self):
-        nnz = len(self.user)
-        if len(self.item) != nnz or len(self.value) != nnz:
-            raise DataError("user, item and value arrays must have the same length")
-        if self.timestamp is not None and len(self.timestamp) != nnz:
-            raise DataError("timestamp must have one entry per rating")
-        object.__setattr__(self, "user", np.asarray(self.user, dtype=np.int32))
-        object.__setattr__(self, "item", np.asarray(self.item, dtype=np.int32))
-        object.__setattr__(self, "value", np.asarray(self.value, dtype=np.float32))
-        if nnz:
-            if self.user.min() < 0 or self.user.max() >= len(self.user_ids):
-                raise DataError("user index out of range of user_ids")
-            if self.item.min() < 0 or self.item.max() >= len(self.item_ids):
-                raise DataError("item index out of range of item_ids")
+        user_ids = _vector(self.user_ids, "user_ids")
+        item_ids = _vector(self.item_ids, "item_ids")
+        value = _vector(self.value, "value")
+        user = _vector(self.user, "user")
+        item = _vector(self.item, "item")
+        nnz = len(user)
+        if len(item) != nnz or len(value) != nnz:
+            raise DataError(f"user, item and value arrays must have the same length (got "
+                            f"user {nnz}, item {len(item)}, value {len(value)})")
+        timestamp = self.timestamp
+        if timestamp is not None:
+            timestamp = _vector(timestamp, "timestamp")
+            if len(timestamp) != nnz:
+                raise DataError(f"timestamp must have one entry per rating (got "
+                                f"{len(timestamp)} for {nnz} ratings)")
+            timestamp = _integral(timestamp, "timestamp", "timestamp", np.int64,
+                                  _INT64_MIN, _INT64_MAX)
+        object.__setattr__(self, "user_ids", user_ids)
+        object.__setattr__(self, "item_ids", item_ids)
+        object.__setattr__(self, "user", _index(user, "user", len(user_ids)))
+        object.__setattr__(self, "item", _index(item, "item", len(item_ids)))
+        object.__setattr__(self, "value", _values(value))
+        object.__setattr__(self, "timestamp", timestamp)
 
     # -- sizes ------------------------------------------------------------------------
     @property
@@ -172,11 +302,56 @@ class Ratings:
 
     @classmethod
     def from_raw(cls, raw_user: np.ndarray, raw_item: np.ndarray, value: np.ndarray,
-                 timestamp: np.ndarray | None = None, name: str = "ratings") -> "Ratings":
-        """Build from raw ids (any sortable dtype); dense indices follow sorted raw ids."""
-        user_ids, user = np.unique(np.asarray(raw_user), return_inverse=True)
-        item_ids, item = np.unique(np.asarray(raw_item), return_inverse=True)
-        return cls(user=user.astype(np.int32), item=item.astype(np.int32),
-                   value=np.asarray(value, np.float32), user_ids=user_ids, item_ids=item_ids,
-                   timestamp=None if timestamp is None else np.asarray(timestamp, np.int64),
-                   name=name)
+                 timestamp: np.ndarray | None = None, name: str = "ratings", *,
+                 on_duplicate: str = "error") -> "Ratings":
+        """Build from raw ids (any sortable dtype); dense indices follow sorted raw ids.
+
+        ``on_duplicate``: a (user, item) pair given more than once is a DataError
+        (``"error"``, default), or ``"keep-last"`` keeps one rating per pair, the one with the
+        latest timestamp and among equal (or absent) timestamps the last one (as the file
+        loaders do).
+        """
+        if on_duplicate not in _ON_DUPLICATE:
+            raise ConfigError(f"on_duplicate must be 'error' or 'keep-last' "
+                              f"(got {on_duplicate!r})")
+        raw_user = _vector(raw_user, "raw_user")
+        raw_item = _vector(raw_item, "raw_item")
+        value = _vector(value, "value")
+        n = len(raw_user)
+        if len(raw_item) != n or len(value) != n:
+            raise DataError(f"raw_user, raw_item and value must have the same length (got "
+                            f"{n}, {len(raw_item)}, {len(value)})")
+        if timestamp is not None:
+            timestamp = _vector(timestamp, "timestamp")
+            if len(timestamp) != n:
+                raise DataError(f"timestamp must have one entry per rating (got "
+                                f"{len(timestamp)} for {n} ratings)")
+            timestamp = _integral(timestamp, "timestamp", "timestamp", np.int64,
+                                  _INT64_MIN, _INT64_MAX)
+        try:
+            user_ids, user = np.unique(raw_user, return_inverse=True)
+            item_ids, item = np.unique(raw_item, return_inverse=True)
+        except TypeError as e:                            # e.g. mixed str/int objects
+            raise DataError(f"raw ids must be sortable values of one kind ({e})") from None
+        user, item = user.reshape(-1), item.reshape(-1)
+        key = user.astype(np.int64) * len(item_ids) + item
+        if n and len(np.unique(key)) != n:
+            if on_duplicate == "error":
+                order = np.argsort(key, kind="stable")
+                ks = key[order]
+                dup_next = ks[1:] == ks[:-1]
+                rows = order[ks == ks[int(np.argmax(dup_next))]]
+                n_pairs = int(np.count_nonzero(dup_next & ~np.r_[False, dup_next[:-1]]))
+                raise DataError(
+                    f"(user {user_ids[user[rows[0]]]}, item {item_ids[item[rows[0]]]}) "
+                    f"appears {len(rows)} times (positions "
+                    f"{', '.join(map(str, rows[:5].tolist()))}{', ...' if len(rows) > 5 else ''}"
+                    f"); {n_pairs} (user, item) pairs are duplicated in total "
+                    f"({int(dup_next.sum())} surplus entries). Pass on_duplicate='keep-last' "
+                    f"to keep the latest rating of each pair (latest timestamp, then last "
+                    f"position), or de-duplicate the input")
+            keep = keep_last_rows(key, timestamp)
+            user, item, value = user[keep], item[keep], value[keep]
+            timestamp = None if timestamp is None else timestamp[keep]
+        return cls(user=user.astype(np.int32), item=item.astype(np.int32), value=value,
+                   user_ids=user_ids, item_ids=item_ids, timestamp=timestamp, name=name)

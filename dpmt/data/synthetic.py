@@ -33,14 +33,15 @@ with no Python loop over users or items.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 
 import numpy as np
 
 from dpmt.data.ratings import Ratings
-from dpmt.errors import ConfigError, check_range
+from dpmt.errors import ConfigError, DataError, check_range
 
 __all__ = ["SyntheticTruth", "make_synthetic", "make_synthetic_like", "synthetic_item_topics",
-           "DATASET_SIZES"]
+           "DATASET_SIZES", "parse_synthetic_spec"]
 
 #: (users, items, interactions) of the MovieLens releases, as shipped by GroupLens.
 DATASET_SIZES = {
@@ -417,3 +418,58 @@ def like_sizes(dataset: str, scale: float = 1.0) -> dict:
     n_users = max(1, round(u * scale))
     n_inter = min(max(n_users, round(n * scale)), n_users * i)
     return {"n_users": n_users, "n_items": i, "n_interactions": n_inter}
+
+
+# ----------------------------------------------------------------------------------------
+# "synthetic:key=value,..." dataset specs
+# ----------------------------------------------------------------------------------------
+def _synthetic_params() -> dict[str, inspect.Parameter]:
+    return {k: p for k, p in inspect.signature(make_synthetic).parameters.items()
+            if k not in ("return_truth", "name")}
+
+
+_SYN_ALIASES = {"users": "n_users", "items": "n_items", "interactions": "n_interactions",
+                "sigma": "user_activity_sigma"}
+
+
+def parse_synthetic_spec(spec: str) -> dict:
+    """``"synthetic:users=500,items=100,alpha=1.2"`` -> keyword arguments of make_synthetic.
+
+    Keys: users, items, interactions (or n_users, ...), sigma (user_activity_sigma), any
+    other :func:`make_synthetic` parameter, and ``like=<dataset>`` / ``scale=<float>`` for
+    :func:`make_synthetic_like`. (Used by :func:`dpmt.data.load` for ``synthetic:...``.)
+    """
+    head, _, rest = spec.partition(":")
+    if head.strip() != "synthetic":
+        raise DataError(f"not a synthetic spec: {spec!r}")
+    params = _synthetic_params()
+    kwargs: dict = {}
+    for part in filter(None, (p.strip() for p in rest.split(","))):
+        key, eq, val = part.partition("=")
+        key, val = key.strip(), val.strip()
+        key = _SYN_ALIASES.get(key, key)
+        if not eq or not val:
+            raise ConfigError(f"synthetic spec {spec!r}: expected key=value, got {part!r}")
+        if key == "like":
+            kwargs[key] = val
+            continue
+        if key == "scale":
+            default = 1.0
+        elif key in params:
+            default = params[key].default
+        else:
+            known = ["users", "items", "interactions", "sigma", "like", "scale"] + [
+                k for k in params if k not in _SYN_ALIASES.values()]
+            raise ConfigError(f"synthetic spec {spec!r}: unknown key {key!r}; known keys: "
+                              f"{', '.join(known)}")
+        try:
+            num = float(val)
+        except ValueError:
+            raise ConfigError(f"synthetic spec {spec!r}: {key}={val!r} is not a number") from None
+        if isinstance(default, int) and not isinstance(default, bool):
+            if not num.is_integer():
+                raise ConfigError(f"synthetic spec {spec!r}: {key} must be an integer "
+                                  f"(got {val})")
+            num = int(num)
+        kwargs[key] = num
+    return kwargs

@@ -14,7 +14,9 @@ returning the ``(epsilon, delta)`` they satisfy.
   :class:`AboveThresholdLearner`.
 * Streams: :func:`point3_adversary` (Algorithm 1), :func:`littlestone_tree_adversary`
   (Theorem 2), :func:`threshold_stream`, :func:`realisable_stream`; streamed ratings in
-  :mod:`dpmt.online.ratings_stream`; experiments in :mod:`dpmt.online.experiments`.
+  :mod:`dpmt.online.ratings_stream`; predictors by name (factory and whole-stream runner)
+  in :mod:`dpmt.online.predictors`. The separation experiment is outside the package
+  (``experiments/online_separation.py``).
 """
 
 from dpmt.online.hypotheses import HypothesisClass, from_table, point_functions, thresholds

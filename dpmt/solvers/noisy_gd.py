@@ -46,8 +46,10 @@ import dp_accounting
 import jax
 import jax.numpy as jnp
 import optax
+from jax.sharding import PartitionSpec as P
 
 from dpmt.errors import ConfigError, check_range
+from dpmt.solvers import sharding
 from dpmt.solvers.encoders import EmbeddingEncoder
 from dpmt.solvers.layout import (DEFAULT_MAX_CHUNK_BYTES, Chunk, Layout, count_trace,
                                  gather_slots)
@@ -256,8 +258,6 @@ def _clipped_sum_impl(encoder, params, layout, X, weights, labels, clip_norm, us
     if user_mask is None:
         user_mask = jnp.ones((_n_users(layout),), jnp.float32)
     if mesh is not None:   # rows of a ShardedLayout across the devices of ``mesh``
-        from dpmt.solvers.sharding import sharded_clipped_sum
-
         return sharded_clipped_sum(mesh, encoder, params, layout, X, weights, labels,
                                    clip_norm, user_mask, loss, path, microbatch_size)
     if path == "embedding":
@@ -450,3 +450,46 @@ def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array |
         params, opt_state = step(params, opt_state, layout, X, weights, labels,
                                  jax.random.fold_in(key, t), *scalars, M)
     return (params, opt_state) if return_state else params
+
+
+# -- the noisy-GD clipped gradient sum ---------------------------------------------------------
+def sharded_clipped_sum(mesh, encoder, params, sl, X, weights, labels,
+                        clip_norm, user_mask, loss, path: str, microbatch_size=None):
+    """:func:`clipped_gradient_sum` with the layout's rows split across
+    ``mesh`` (traced inside :func:`~dpmt.solvers.noisy_gd.noisy_gd`'s jitted step).
+
+    * fast path (EmbeddingEncoder, task layout sharded by items): each device computes its
+      items' residuals; the per-user squared norms are ``psum``-ed (n floats per device), so
+      the clip uses each user's whole gradient; the clipped rows are all-gathered.
+    * generic path (any encoder, user layout sharded by users): each device sums its users'
+      clipped gradients; the partial sums are ``psum``-ed (one parameter-sized all-reduce).
+
+    Returns (gradient sum like ``params``, per-user norms), replicated.
+    """
+    axis = sharding.axis_name(mesh)
+    layout = sl.layout
+    opt = {k: v for k, v in (("weights", weights), ("labels", labels)) if v is not None}
+    specs_in = (list(sharding.bucket_specs(layout, axis)), P(), P(), P(), P(), {k: P() for k in opt})
+
+    if path == "embedding":
+        def local(buckets, params, X, clip_norm, user_mask, opt):
+            lay = sharding.local_layout(buckets, layout)
+            parts, norms = embedding_clipped_rows(
+                params["params"]["embedding"], lay, X, opt.get("weights"), opt.get("labels"),
+                clip_norm, user_mask, loss, axis=axis)
+            return [jax.lax.all_gather(o, axis, axis=1, tiled=True) for o in parts], norms
+
+        parts, norms = jax.shard_map(local, mesh=mesh, in_specs=specs_in, check_vma=False,
+                                     out_specs=([P()] * len(layout.buckets), P()))(
+            list(layout.buckets), params, X, clip_norm, user_mask, opt)
+        return {"params": {"embedding": layout.assemble(parts)}}, norms
+
+    def local(buckets, params, X, clip_norm, user_mask, opt):
+        lay = sharding.local_layout(buckets, layout)
+        return _generic_clipped_sum(encoder, params, lay, X, opt.get("weights"),
+                                        opt.get("labels"), clip_norm, user_mask, loss,
+                                        microbatch_size, axis=axis)
+
+    return jax.shard_map(local, mesh=mesh, in_specs=specs_in, check_vma=False,
+                         out_specs=(P(), P()))(list(layout.buckets), params, X, clip_norm,
+                                               user_mask, opt)

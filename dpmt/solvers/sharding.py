@@ -48,7 +48,7 @@ from dpmt.errors import ConfigError, check_range
 from dpmt.solvers import ssp
 from dpmt.solvers.layout import (Bucket, Layout, count_trace, gather_slots, map_row_blocks,
                                  require_kind, weighted_gram)
-from dpmt.solvers.user_step import clip_rows
+from dpmt.solvers.user_step import clip_rows, solve_block, system_base
 
 AXIS = "rows"
 
@@ -99,7 +99,7 @@ def request_devices(n_devices: int) -> None:
             pass
 
 
-def _axis(mesh: Mesh) -> str:
+def axis_name(mesh: Mesh) -> str:
     if len(mesh.axis_names) != 1:
         raise ConfigError(f"dpmt's sharded steps need a 1-D mesh (got axes {mesh.axis_names})")
     return mesh.axis_names[0]
@@ -178,7 +178,7 @@ def pad_layout(layout: Layout, multiple: int) -> Layout:
 def shard_layout(layout: Layout, mesh: Mesh) -> ShardedLayout:
     """Pad ``layout`` (:func:`pad_layout`) and place it row-sharded on ``mesh``: bucket arrays
     ``P(None, axis[, None])``, ``inverse`` replicated, unrated rows ``P(axis)``."""
-    axis = _axis(mesh)
+    axis = axis_name(mesh)
     D = mesh.devices.size
     empty = ssp.empty_rows(layout).astype(np.int64)
     padded = pad_layout(layout, D)
@@ -195,12 +195,12 @@ def shard_layout(layout: Layout, mesh: Mesh) -> ShardedLayout:
     return ShardedLayout(layout=lay, empty=_put(empty, mesh, P(axis)), n_devices=D)
 
 
-def _bucket_specs(layout: Layout, axis: str):
+def bucket_specs(layout: Layout, axis: str):
     return tuple(Bucket(rows=P(None, axis), cols=P(None, axis, None), pos=P(None, axis, None),
                         valid=P(None, axis, None)) for _ in layout.buckets)
 
 
-def _local_layout(buckets, layout: Layout) -> Layout:
+def local_layout(buckets, layout: Layout) -> Layout:
     return Layout(buckets=tuple(buckets), inverse=None, n_rows=layout.n_rows,
                   n_cols=layout.n_cols, nnz=layout.nnz, kind=layout.kind, dim=layout.dim)
 
@@ -255,7 +255,7 @@ def _f32(x):
 def _sharded_item(mesh, sl, X, weights, labels, key, sigma_A, sigma_b, reg, extra, *,
                   psd, batch_size, noisy):
     count_trace("sharded_ssp_item_step")
-    axis = _axis(mesh)
+    axis = axis_name(mesh)
     layout = sl.layout
     kw = dict(psd=psd, batch_size=batch_size, noisy=noisy)
     # optional inputs travel in a dict holding only the ones given (shard_map specs per leaf)
@@ -265,7 +265,7 @@ def _sharded_item(mesh, sl, X, weights, labels, key, sigma_A, sigma_b, reg, extr
     def local(buckets, empty, X, key, sigma_A, sigma_b, reg, opt):
         d = X.shape[-1]
         extra_p = ssp.project_psd(opt["extra"]) if "extra" in opt else None
-        lay = _local_layout(buckets, layout)
+        lay = local_layout(buckets, layout)
         outs = lay.map_chunks(lambda c: ssp.private_item_solve_chunk(
             c, X, opt.get("weights"), opt.get("labels"), key, sigma_A, sigma_b, reg, extra_p,
             **kw))
@@ -276,7 +276,7 @@ def _sharded_item(mesh, sl, X, weights, labels, key, sigma_A, sigma_b, reg, extr
         outs = [jax.lax.all_gather(o, axis, axis=1, tiled=True) for o in outs]
         return outs, jax.lax.all_gather(th_e, axis, tiled=True)
 
-    specs_in = (list(_bucket_specs(layout, axis)), P(axis), P(), P(), P(), P(), P(),
+    specs_in = (list(bucket_specs(layout, axis)), P(axis), P(), P(), P(), P(), P(),
                 {k: P() for k in opt})
     outs, th_e = jax.shard_map(local, mesh=mesh, in_specs=specs_in, check_vma=False,
                                out_specs=([P()] * len(layout.buckets), P()))(
@@ -310,9 +310,64 @@ def sharded_solve_users(mesh: Mesh, layout_by_user: ShardedLayout, V, labels=Non
 @jax.jit(static_argnames=("mesh",))
 def _sharded_users(mesh, sl, V, labels, weights, reg, alpha0, clip_norm):
     count_trace("sharded_solve_users")
-    from jax.scipy.linalg import cho_factor, cho_solve
+    axis = axis_name(mesh)
+    layout = sl.layout
+    d = V.shape[-1]
 
-    axis = _axis(mesh)
+    opt = {k: v for k, v in (("labels", labels), ("weights", weights)) if v is not None}
+
+    def local(buckets, V, reg, alpha0, opt):
+        base = system_base(V, reg, alpha0)
+
+        def block_solve(c):
+            return solve_block(V, c, opt.get("labels"), opt.get("weights"), base)
+
+        lay = local_layout(buckets, layout)
+        outs = lay.map_chunks(lambda c: ssp.private_item_solve_chunk(
+            c, X, opt.get("weights"), opt.get("labels"), key, sigma_A, sigma_b, reg, extra_p,
+            **kw))
+        k = empty.shape[0]
+        th_e = ssp.private_rows_solve(jnp.zeros((k, d, d), jnp.float32),
+                                      jnp.zeros((k, d), jnp.float32), empty.astype(jnp.uint32),
+                                      key, sigma_A, sigma_b, reg, extra_p, **kw)
+        outs = [jax.lax.all_gather(o, axis, axis=1, tiled=True) for o in outs]
+        return outs, jax.lax.all_gather(th_e, axis, tiled=True)
+
+    specs_in = (list(bucket_specs(layout, axis)), P(axis), P(), P(), P(), P(), P(),
+                {k: P() for k in opt})
+    outs, th_e = jax.shard_map(local, mesh=mesh, in_specs=specs_in, check_vma=False,
+                               out_specs=([P()] * len(layout.buckets), P()))(
+        list(layout.buckets), sl.empty, X, key, sigma_A, sigma_b, reg, opt)
+    theta = layout.assemble(outs)
+    if noisy:  # unrated items: θ = (Π(E_i) + extra + λI)⁻¹ e_i; pad entries (= n_rows) dropped
+        theta = theta.at[sl.empty].set(th_e, mode="drop")
+    return theta
+
+
+# -- the user step ---------------------------------------------------------------------------
+def sharded_solve_users(mesh: Mesh, layout_by_user: ShardedLayout, V, labels=None,
+                        reg: float = 1.0, alpha0: float = 0.0, clip_norm: float | None = None,
+                        weights=None) -> jax.Array:
+    """:func:`dpmt.solvers.user_step.solve_users` with users split across the devices of
+    ``mesh``. Same arguments (``layout_by_user`` from :func:`shard_layout` of a user layout);
+    returns U float32 (n_users, d), replicated on every device of the mesh."""
+    _check(layout_by_user, mesh, "users", "sharded_solve_users")
+    for name, val in (("reg", reg), ("alpha0", alpha0)):
+        check_range(name, val, low=0)
+    if reg <= 0 and alpha0 <= 0:
+        raise ConfigError("sharded_solve_users needs reg > 0 or alpha0 > 0")
+    if clip_norm is not None:
+        check_range("clip_norm", clip_norm, low=0, low_open=True)
+    return _sharded_users(mesh, layout_by_user, replicate(_f32(V), mesh),
+                          replicate(_f32(labels), mesh), replicate(_f32(weights), mesh),
+                          replicate(np.float32(reg), mesh), replicate(np.float32(alpha0), mesh),
+                          None if clip_norm is None else replicate(np.float32(clip_norm), mesh))
+
+
+@jax.jit(static_argnames=("mesh",))
+def _sharded_users(mesh, sl, V, labels, weights, reg, alpha0, clip_norm):
+    count_trace("sharded_solve_users")
+    axis = axis_name(mesh)
     layout = sl.layout
     d = V.shape[-1]
 
@@ -328,11 +383,11 @@ def _sharded_users(mesh, sl, V, labels, weights, reg, alpha0, clip_norm):
             G, rhs = weighted_gram(V, c, w, y)
             return cho_solve(cho_factor(G + base, lower=True), rhs[..., None])[..., 0]
 
-        lay = _local_layout(buckets, layout)
+        lay = local_layout(buckets, layout)
         outs = lay.map_chunks(lambda c: map_row_blocks(block_solve, c, dim=d))
         return [jax.lax.all_gather(o, axis, axis=1, tiled=True) for o in outs]
 
-    specs_in = (list(_bucket_specs(layout, axis)), P(), P(), P(), {k: P() for k in opt})
+    specs_in = (list(bucket_specs(layout, axis)), P(), P(), P(), {k: P() for k in opt})
     outs = jax.shard_map(local, mesh=mesh, in_specs=specs_in, check_vma=False,
                          out_specs=[P()] * len(layout.buckets))(
         list(layout.buckets), V, reg, alpha0, opt)
@@ -340,48 +395,3 @@ def _sharded_users(mesh, sl, V, labels, weights, reg, alpha0, clip_norm):
     if clip_norm is not None:
         U = clip_rows(U, clip_norm)
     return U
-
-
-# -- the noisy-GD clipped gradient sum ---------------------------------------------------------
-def sharded_clipped_sum(mesh: Mesh, encoder, params, sl: ShardedLayout, X, weights, labels,
-                        clip_norm, user_mask, loss, path: str, microbatch_size=None):
-    """:func:`dpmt.solvers.noisy_gd.clipped_gradient_sum` with the layout's rows split across
-    ``mesh`` (traced inside :func:`~dpmt.solvers.noisy_gd.noisy_gd`'s jitted step).
-
-    * fast path (EmbeddingEncoder, task layout sharded by items): each device computes its
-      items' residuals; the per-user squared norms are ``psum``-ed (n floats per device), so
-      the clip uses each user's whole gradient; the clipped rows are all-gathered.
-    * generic path (any encoder, user layout sharded by users): each device sums its users'
-      clipped gradients; the partial sums are ``psum``-ed (one parameter-sized all-reduce).
-
-    Returns (gradient sum like ``params``, per-user norms), replicated.
-    """
-    from dpmt.solvers import noisy_gd as ngd
-
-    axis = _axis(mesh)
-    layout = sl.layout
-    opt = {k: v for k, v in (("weights", weights), ("labels", labels)) if v is not None}
-    specs_in = (list(_bucket_specs(layout, axis)), P(), P(), P(), P(), {k: P() for k in opt})
-
-    if path == "embedding":
-        def local(buckets, params, X, clip_norm, user_mask, opt):
-            lay = _local_layout(buckets, layout)
-            parts, norms = ngd.embedding_clipped_rows(
-                params["params"]["embedding"], lay, X, opt.get("weights"), opt.get("labels"),
-                clip_norm, user_mask, loss, axis=axis)
-            return [jax.lax.all_gather(o, axis, axis=1, tiled=True) for o in parts], norms
-
-        parts, norms = jax.shard_map(local, mesh=mesh, in_specs=specs_in, check_vma=False,
-                                     out_specs=([P()] * len(layout.buckets), P()))(
-            list(layout.buckets), params, X, clip_norm, user_mask, opt)
-        return {"params": {"embedding": layout.assemble(parts)}}, norms
-
-    def local(buckets, params, X, clip_norm, user_mask, opt):
-        lay = _local_layout(buckets, layout)
-        return ngd._generic_clipped_sum(encoder, params, lay, X, opt.get("weights"),
-                                        opt.get("labels"), clip_norm, user_mask, loss,
-                                        microbatch_size, axis=axis)
-
-    return jax.shard_map(local, mesh=mesh, in_specs=specs_in, check_vma=False,
-                         out_specs=(P(), P()))(list(layout.buckets), params, X, clip_norm,
-                                               user_mask, opt)

@@ -73,22 +73,34 @@ def solve_users(layout_by_user: Layout, V: jax.Array, labels: jax.Array | None =
                         None if clip_norm is None else jnp.float32(clip_norm))
 
 
+def system_base(V: jax.Array, reg, alpha0) -> jax.Array:
+    """The shared part of every user system, α0 VᵀV + λI (d, d); V is public."""
+    d = V.shape[-1]
+    return alpha0 * jnp.matmul(V.T, V, precision=_HI) + reg * jnp.eye(d, dtype=jnp.float32)
+
+
+def solve_block(V: jax.Array, c: Chunk, labels, weights, base: jax.Array) -> jax.Array:
+    """The user solve of one block of user rows: (rows, d).
+
+    u_j = (Σ_{i∈I_j} c_ij v_i v_iᵀ + base)⁻¹ Σ_{i∈I_j} c_ij y_ij v_i by one batched Gram
+    product and a batched Cholesky factor/solve. The one kernel behind training, evaluation,
+    fold-in and the sharded step (:mod:`dpmt.solvers.sharding`).
+    """
+    y = gather_slots(labels, c)                            # (n, L)
+    w = gather_slots(weights, c)
+    G, rhs = weighted_gram(V, c, w, y)                     # Σ c v vᵀ, Σ c y v
+    fac = cho_factor(G + base, lower=True)
+    return cho_solve(fac, rhs[..., None])[..., 0]
+
+
 @jax.jit
 def _solve_users(layout, V, labels, weights, reg, alpha0, clip_norm):
     count_trace("solve_users")
     d = V.shape[-1]
-    # Shared part of every system: α0 VᵀV + λI (public V).
-    base = alpha0 * jnp.matmul(V.T, V, precision=_HI) + reg * jnp.eye(d, dtype=jnp.float32)
-
-    def block_solve(c: Chunk):
-        y = gather_slots(labels, c)                            # (n, L)
-        w = gather_slots(weights, c)
-        G, rhs = weighted_gram(V, c, w, y)                     # Σ c v vᵀ, Σ c y v
-        fac = cho_factor(G + base, lower=True)
-        return cho_solve(fac, rhs[..., None])[..., 0]
-
+    base = system_base(V, reg, alpha0)
     # blocks of rows inside each chunk: the gathered (rows, L, d) block stays in cache
-    U = layout.assemble(layout.map_chunks(lambda c: map_row_blocks(block_solve, c, dim=d)))
+    U = layout.assemble(layout.map_chunks(
+        lambda c: map_row_blocks(lambda b: solve_block(V, b, labels, weights, base), c, dim=d)))
     if clip_norm is not None:
         U = clip_rows(U, clip_norm)
     return U

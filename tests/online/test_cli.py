@@ -7,9 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from dpmt.online import cli
-from dpmt.online.experiments import (jdp_available, main as sep_main, markdown_table,
-                                     separation_experiment, summarise)
+from dpmt.apps import stream as cli
+from dpmt.online.predictors import jdp_available
+from experiments.online_separation import (main as sep_main, markdown_table,
+                                           separation_experiment, summarise)
 
 
 def parse(*argv):
@@ -50,15 +51,15 @@ def test_stream_bare_namespace(capsys):
     (["--epsilon", "-1"], "--epsilon must be > 0 (got -1.0)"),
     (["--epsilon", "inf"], "--epsilon must be finite"),
     (["--epsilon", "nan"], "--epsilon must be a number"),
-    (["--delta", "1"], "--delta must be < 1 (got 1.0)"),
-    (["--delta", "0"], "--delta must be > 0 (got 0.0)"),
-    (["--buckets", "1"], "--buckets must be >= 2 (got 1)"),
-    (["--seed", "-3"], "--seed must be >= 0 (got -3)"),
+    (["--delta", "1"], "--delta must be in (0, 1) (got 1.0)"),
+    (["--delta", "0"], "--delta must be in (0, 1) (got 0.0)"),
+    (["--buckets", "1"], "--buckets must be in [2, 4096] (got 1)"),
+    (["--seed", "-3"], "--seed must be in [0, "),
     (["--limit", "0"], "--limit must be >= 1 (got 0)"),
     (["--hist-epsilon", "0"], "--hist-epsilon must be > 0"),
-    (["--hist-delta", "2"], "--hist-delta must be < 1"),
+    (["--hist-delta", "2"], "--hist-delta must be in (0, 1)"),
     (["--cap-k", "0"], "--cap-k must be >= 1"),
-    (["--gamma", "1.5"], "--gamma must be <= 1"),
+    (["--gamma", "1.5"], "--gamma must be in (0, 1]"),
 ])
 def test_stream_range_checks(argv, msg, capsys):
     rc = cli.run(parse("--dataset", "synthetic-stream", "--no-progress", *argv))

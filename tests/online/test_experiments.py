@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from dpmt.online import point_functions, thresholds
-from dpmt.online.experiments import PREDICTORS, make_predictor, run_predictor
+from dpmt.online.predictors import PREDICTORS, make_predictor, run_predictor
 from dpmt.online.streams import point3_adversary, threshold_stream
 
 
@@ -65,7 +65,8 @@ def test_run_predictor_uses_the_bulk_path_for_jdp(monkeypatch):
 def test_several_epsilons(tmp_path):
     """--epsilons: ε-dependent predictors run per ε, ε-free ones once (same mistakes under
     each ε), one table per (stream, ε) and one plot per ε."""
-    from dpmt.online.experiments import main, markdown_table, separation_experiment, summarise
+    from experiments.online_separation import (main, markdown_table, separation_experiment,
+                                               summarise)
     rows = separation_experiment([40, 200], reps=2, streams=("thresholds",),
                                  predictors=("soa", "name-and-shame", "at-learner"),
                                  delta=0.1, n_thresholds=7, progress=False,

@@ -1,0 +1,437 @@
+"""A trained model: the released item embeddings, and everything you do with them.
+
+``Model`` has the shape of the recommender libraries people know (implicit's
+``recommend`` / ``similar_items`` / ``recalculate_user`` / ``save`` / ``load``):
+
+    model = dpmt.fit(train, dpmt.TrainConfig(epsilon=5))     # or dpmt.Model.load("runs/x")
+    ids, scores = model.recommend([50, 172, 133], k=10)      # raw item ids in and out
+    ids, scores = model.similar_items(50, k=10)              # the item itself first
+    model.save("runs/x")
+
+**Privacy.** The model files hold only what training released under user-level DP (the item
+embeddings V, the noisy item counts n̂, the ledger) and public metadata (raw item ids, the
+config). No user data and no user embedding is stored. Recommending for a user folds their
+embedding in from *their own* history against the released V (the exact user solve
+u = (Σ_{i∈H} v_i v_iᵀ + α0 VᵀV + λI)⁻¹ Σ_{i∈H} y_i v_i, clipped to ‖u‖ ≤ C): that is joint
+differential privacy (Kearns et al. 2014; Chien et al. 2021) — what user j sees depends on
+others' data only through V — and the embedding is never released.
+
+The fold-in, the evaluation and training's user step are one function
+(:func:`dpmt.solvers.user_step.solve_users`), so ``recommend`` reproduces the ranking the
+evaluation scores.
+
+File format (a directory; open formats, versioned): ``model.json`` (format name and
+version, config, dimensions, the ε spent, the fingerprint of the arrays),
+``item_embeddings.npz`` (``V`` float32 (m, d), ``item_ids`` (m,), optionally
+``item_counts`` float (m,) — the released noisy counts), and ``ledger.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from dpmt._io import atomic_save_npz, atomic_write_json
+from dpmt.config import TrainConfig
+from dpmt.errors import ConfigError, DataError
+from dpmt.privacy.ledger import PRIVACY_UNIT, PrivacyLedger
+
+MODEL_FORMAT = "dpmt-model"
+MODEL_VERSION = 1
+MODEL_FILE = "model.json"
+ARRAYS_FILE = "item_embeddings.npz"
+LEDGER_FILE = "ledger.json"
+
+
+@dataclasses.dataclass
+class Model:
+    """Released item embeddings with raw ids, the fold-in parameters, config and ledger.
+
+    Attributes:
+      item_embeddings: float32 (m, d) V, released.
+      item_ids: (m,) raw item id of each row (int64, or str for text ids).
+      config: the :class:`~dpmt.config.TrainConfig` that trained it (λ, α0, C for fold-in).
+      ledger: the run's :class:`~dpmt.privacy.PrivacyLedger` (None if non-private).
+      item_counts: (m,) the released noisy item counts n̂_i, or None.
+      metrics: evaluation metrics of the run, if it was evaluated.
+      history: per-iteration records (ε so far, seconds).
+      seconds: training time (compilation included); ``compile_seconds`` the first
+        iteration's excess over the later ones.
+    """
+
+    item_embeddings: np.ndarray
+    item_ids: np.ndarray
+    config: TrainConfig
+    ledger: PrivacyLedger | None = None
+    item_counts: np.ndarray | None = None
+    metrics: dict | None = None
+    history: list[dict] = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+    compile_seconds: float = 0.0
+
+    def __post_init__(self):
+        V = np.asarray(self.item_embeddings, np.float32)
+        if V.ndim != 2 or V.shape[0] < 1 or V.shape[1] < 1:
+            raise DataError(f"item_embeddings must be a non-empty (m, d) array "
+                            f"(got shape {V.shape})")
+        if not np.all(np.isfinite(V)):
+            raise DataError("item_embeddings contain NaN or infinite values")
+        ids = np.asarray(self.item_ids)
+        if ids.shape != (V.shape[0],):
+            raise DataError(f"item_ids must have one id per row of item_embeddings "
+                            f"({V.shape[0]}; got shape {ids.shape})")
+        if len(np.unique(ids)) != len(ids):
+            raise DataError("item_ids contain duplicates")
+        self.item_embeddings, self.item_ids = V, ids
+        order = np.argsort(ids, kind="stable")
+        self._sorted_ids, self._sorted_rows = ids[order], order
+
+    # -- properties -------------------------------------------------------------------
+    @property
+    def n_items(self) -> int:
+        return int(self.item_embeddings.shape[0])
+
+    @property
+    def dim(self) -> int:
+        return int(self.item_embeddings.shape[1])
+
+    @property
+    def epsilon(self) -> float:
+        """ε spent by training (0 for a non-private model, whose ε is in fact ∞: see
+        :attr:`private`)."""
+        return 0.0 if self.ledger is None else self.ledger.epsilon()
+
+    @property
+    def private(self) -> bool:
+        return self.config.private
+
+    # -- ids ----------------------------------------------------------------------------
+    def item_index(self, item_ids, *, unknown: str = "error") -> np.ndarray:
+        """Dense rows of raw ``item_ids`` (int64). ``unknown='error'`` raises a DataError
+        naming the ids the model does not have; ``'drop'`` leaves them out."""
+        ids = np.asarray(item_ids)
+        if ids.ndim != 1:
+            raise DataError(f"item ids must be a 1-D sequence (got shape {ids.shape})")
+        if ids.size == 0:
+            return np.zeros(0, np.int64)
+        ids = self._coerce_ids(ids)
+        pos = np.searchsorted(self._sorted_ids, ids)
+        pos = np.minimum(pos, len(self._sorted_ids) - 1)
+        found = self._sorted_ids[pos] == ids
+        if not np.all(found):
+            if unknown == "drop":
+                return self._sorted_rows[pos[found]].astype(np.int64)
+            missing = [str(x) for x in ids[~found][:5]]
+            raise DataError(f"item id(s) {', '.join(missing)}"
+                            f"{' …' if (~found).sum() > 5 else ''} are not in this model "
+                            f"({self.n_items} items, e.g. {self.item_ids[0]!r}); they were "
+                            "never rated in the training data")
+        return self._sorted_rows[pos].astype(np.int64)
+
+    def _coerce_ids(self, ids: np.ndarray) -> np.ndarray:
+        kind = self.item_ids.dtype.kind
+        if kind in "iu":
+            if ids.dtype.kind == "f":
+                if not np.all(np.isfinite(ids)) or not np.all(ids == np.round(ids)):
+                    raise DataError(f"item ids must be integers (got {ids[:5].tolist()})")
+                return ids.astype(np.int64)
+            if ids.dtype.kind in "iu":
+                return ids.astype(np.int64)
+            try:
+                return np.array([int(x) for x in ids], np.int64)
+            except (TypeError, ValueError):
+                raise DataError(f"item ids of this model are integers (got "
+                                f"{ids[:5].tolist()})") from None
+        return ids.astype(str)
+
+    # -- fold-in and scores ---------------------------------------------------------------
+    def fold_in(self, history, values=None) -> np.ndarray:
+        """The user embedding u (d,) float32 of one user from their own history (raw ids).
+
+        The exact user solve against the released V (see the module docstring); computed,
+        never stored or released. ``values``: optional labels y_i (default 1)."""
+        return self.fold_in_batch([history], None if values is None else [values])[0]
+
+    def fold_in_batch(self, histories: Sequence, values: Sequence | None = None
+                      ) -> np.ndarray:
+        """User embeddings (n, d) float32 of many users (each a sequence of raw ids)."""
+        rows, vals = self._histories(histories, values)
+        return self._solve(rows, vals)
+
+    def recalculate_user(self, history, values=None) -> np.ndarray:
+        """implicit's name for :meth:`fold_in`."""
+        return self.fold_in(history, values)
+
+    def score(self, history, items=None, values=None) -> np.ndarray:
+        """Scores ⟨u, v_i⟩ of ``items`` (raw ids; default every item, in model order)."""
+        u = self.fold_in(history, values)
+        V = self.item_embeddings if items is None else \
+            self.item_embeddings[self.item_index(items)]
+        return V @ u
+
+    def recommend(self, history, k: int = 10, *, values=None, exclude_history: bool = True
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` (raw item ids, scores) for one user with ``history`` (raw ids).
+
+        An empty history has no signal for the fold-in: the model then ranks by the released
+        item counts (private popularity), or refuses if it has none."""
+        ids, scores = self.recommend_batch([history], k, values=None if values is None
+                                           else [values], exclude_history=exclude_history)
+        keep = np.isfinite(scores[0])
+        return ids[0][keep], scores[0][keep]
+
+    def recommend_batch(self, histories: Sequence, k: int = 10, *, values=None,
+                        exclude_history: bool = True, batch_size: int = 4096
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` for many users: (ids (n, k), scores (n, k)); rows with fewer than ``k``
+        candidates are padded with score −inf (and an arbitrary id)."""
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ConfigError(f"k must be an integer >= 1 (got {k!r})")
+        k = int(min(k, self.n_items))
+        rows, vals = self._histories(histories, values)
+        out_ids = np.empty((len(rows), k), dtype=self.item_ids.dtype)
+        out_scores = np.empty((len(rows), k), np.float32)
+        for s in range(0, len(rows), batch_size):
+            r, v = rows[s:s + batch_size], vals[s:s + batch_size]
+            scores = self._solve(r, v) @ self.item_embeddings.T
+            for b, h in enumerate(r):
+                if len(h) == 0:
+                    scores[b] = self._empty_history_scores()
+            if exclude_history:
+                for b, h in enumerate(r):
+                    scores[b, h] = -np.inf
+            top = _top_k(scores, k)
+            out_ids[s:s + len(r)] = self.item_ids[top]
+            out_scores[s:s + len(r)] = np.take_along_axis(scores, top, axis=1)
+        return out_ids, out_scores
+
+    def _empty_history_scores(self) -> np.ndarray:
+        if self.item_counts is None:
+            raise DataError("cannot recommend for an empty history: the fold-in has no "
+                            "signal and this model has no released item counts to rank by "
+                            "popularity; pass at least one item the user liked")
+        return np.asarray(self.item_counts, np.float32)
+
+    def similar_items(self, item_id, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` items most similar to ``item_id`` by cosine similarity of their
+        released embeddings: (raw ids, similarities), the item itself first (similarity 1).
+        Post-processing of V only: no privacy cost."""
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ConfigError(f"k must be an integer >= 1 (got {k!r})")
+        row = int(self.item_index([item_id])[0])
+        V = self.item_embeddings.astype(np.float64)
+        norms = np.linalg.norm(V, axis=1)
+        sims = (V @ V[row]) / np.maximum(norms * norms[row], 1e-30)
+        sims[row] = np.inf            # itself first, whatever the round-off
+        top = _top_k(sims[None, :], int(min(k, self.n_items)))[0]
+        out = sims[top].astype(np.float32)
+        out[0] = 1.0 if norms[row] > 0 else 0.0
+        return self.item_ids[top], out
+
+    def _histories(self, histories, values):
+        if isinstance(histories, (str, bytes)) or not hasattr(histories, "__len__"):
+            raise DataError("histories must be a sequence of item-id sequences")
+        if values is not None and len(values) != len(histories):
+            raise DataError(f"values must have one entry per history ({len(histories)}; got "
+                            f"{len(values)})")
+        rows, vals = [], []
+        for n, h in enumerate(histories):
+            h = np.asarray(h)
+            if h.ndim != 1:
+                raise DataError(f"history {n} must be a 1-D sequence of item ids (got shape "
+                                f"{h.shape})")
+            r = self.item_index(h)
+            if len(np.unique(r)) != len(r):
+                raise DataError(f"history {n} lists an item more than once")
+            if values is None:
+                v = np.ones(len(r), np.float32)
+            else:
+                v = np.asarray(values[n], np.float64)
+                if v.shape != (len(r),) or not np.all(np.isfinite(v)):
+                    raise DataError(f"values of history {n} must be {len(r)} finite numbers "
+                                    f"(got {np.asarray(values[n]).tolist()[:5]})")
+                v = v.astype(np.float32)
+            rows.append(r)
+            vals.append(v)
+        return rows, vals
+
+    def _solve(self, rows: list[np.ndarray], vals: list[np.ndarray]) -> np.ndarray:
+        """The exact user solve of :func:`dpmt.solvers.user_step.solve_users` (the one
+        training and evaluation use) on the given histories (dense rows)."""
+        from dpmt.data.ratings import Ratings
+
+        n = len(rows)
+        if n == 0:
+            return np.zeros((0, self.dim), np.float32)
+        lens = np.array([len(r) for r in rows], np.int64)
+        if lens.sum() == 0:
+            return np.zeros((n, self.dim), np.float32)
+        user = np.repeat(np.arange(n, dtype=np.int32), lens)
+        item = np.concatenate(rows).astype(np.int32)
+        value = np.concatenate(vals).astype(np.float32)
+        r = Ratings(user=user, item=item, value=value, user_ids=np.arange(n),
+                    item_ids=np.arange(self.n_items))
+        return self.user_embeddings(r, labels=None if np.all(value == 1.0) else value)
+
+    def user_embeddings(self, ratings, labels=None) -> np.ndarray:
+        """Fold in every user of ``ratings`` (a :class:`~dpmt.data.Ratings` whose item indices
+        are this model's rows): U (n_users, d) float32. The evaluation calls this on the
+        evaluation users' histories; :meth:`fold_in` on one user's. ``labels``: y per rating
+        (default 1, implicit feedback, as in training; the ratings' values are not read)."""
+        import jax.numpy as jnp
+
+        from dpmt.solvers.layout import user_layout
+        from dpmt.solvers.user_step import solve_users
+
+        if ratings.n_items != self.n_items:
+            raise DataError(f"the ratings index {ratings.n_items} items; this model has "
+                            f"{self.n_items}")
+        cfg = self.config
+        if labels is not None:
+            labels = jnp.asarray(np.asarray(labels, np.float32))
+        U = solve_users(user_layout(ratings, dim=self.dim), jnp.asarray(self.item_embeddings),
+                        labels=labels, reg=cfg.reg, alpha0=cfg.gravity,
+                        clip_norm=cfg.user_clip)
+        return np.asarray(U, np.float32)
+
+    # -- reports -----------------------------------------------------------------------------
+    def privacy_summary(self) -> dict:
+        cfg = self.config
+        if self.ledger is None:
+            return {"epsilon": math.inf, "delta": 0.0, "private": False,
+                    "privacy_unit": PRIVACY_UNIT}
+        return {"epsilon": self.ledger.epsilon(), "delta": cfg.delta,
+                "target_epsilon": cfg.epsilon, "private": True, "privacy_unit": PRIVACY_UNIT,
+                "accountant": cfg.accountant, "releases": len(self.ledger)}
+
+    def report(self) -> str:
+        """A few lines: what was trained, the privacy spent, the metrics, the time."""
+        cfg = self.config
+        name = ("non-private (ε = ∞)" if not cfg.private else
+                f"DP ε={self.epsilon:.3g} (target {cfg.epsilon:g}), δ={cfg.delta:g}")
+        lines = [f"{cfg.dataset}: {cfg.solver} / {cfg.weights if cfg.private else 'all-ones'} "
+                 f"weights, d={cfg.dim}, {cfg.iterations} iterations, {name}",
+                 f"privacy unit: {PRIVACY_UNIT}"]
+        if self.metrics:
+            from dpmt.metrics import format_metrics
+
+            lines += format_metrics(self.metrics)
+        t = f"time: {self.seconds:.1f}s"
+        if self.compile_seconds > 0.05:
+            t += f" (of which ~{self.compile_seconds:.1f}s compilation)"
+        lines.append(t)
+        return "\n".join(lines)
+
+    # -- files ---------------------------------------------------------------------------
+    def fingerprint(self) -> str:
+        """SHA-256 (hex, 16 chars) of V and the item ids."""
+        h = hashlib.sha256()
+        h.update(np.ascontiguousarray(self.item_embeddings).tobytes())
+        h.update(np.asarray(self.item_ids).astype(str).astype("U").tobytes())
+        return h.hexdigest()[:16]
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the model into directory ``path`` (created; files written atomically,
+        ``model.json`` last so a half-written directory is never a loadable model)."""
+        out = Path(path)
+        if out.exists() and not out.is_dir():
+            raise ConfigError(f"cannot save a model to {out}: it is a file; give a directory")
+        arrays = {"V": self.item_embeddings, "item_ids": self.item_ids}
+        if self.item_counts is not None:
+            arrays["item_counts"] = np.asarray(self.item_counts, np.float64)
+        atomic_save_npz(out / ARRAYS_FILE, **arrays)
+        if self.ledger is not None:
+            self.ledger.save(out / LEDGER_FILE)
+        meta = {"format": MODEL_FORMAT, "version": MODEL_VERSION,
+                "privacy_unit": PRIVACY_UNIT, "n_items": self.n_items, "dim": self.dim,
+                "epsilon": self.epsilon if self.private else math.inf,
+                "delta": self.config.delta if self.private else 0.0,
+                "fingerprint": self.fingerprint(), "config": self.config.to_dict(),
+                "seconds": self.seconds, "compile_seconds": self.compile_seconds,
+                "history": self.history}
+        atomic_write_json(out / MODEL_FILE, meta)
+        return out
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Model":
+        """Read a model written by :meth:`save` (or a ``dpmt train --out`` run directory).
+
+        Refuses, with a message that says what is wrong, a path that is not a model, a file
+        of another format or a newer version, and arrays that do not match their
+        fingerprint (truncated or edited files)."""
+        import zipfile
+
+        root = Path(path)
+        if root.is_file() and root.name == MODEL_FILE:
+            root = root.parent
+        meta_path = root / MODEL_FILE
+        if not root.is_dir() or not meta_path.is_file():
+            hint = (" (a run directory becomes a model when its run finishes; resume it with "
+                    "`dpmt train --resume`)" if (root / "checkpoint.npz").exists() else "")
+            raise DataError(f"{root} is not a dpmt model: no {MODEL_FILE} there{hint}")
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise DataError(f"{meta_path} is not valid JSON ({e}); the model is corrupted: "
+                            "train it again") from None
+        if not isinstance(meta, dict) or meta.get("format") != MODEL_FORMAT:
+            raise DataError(f"{meta_path} is not a dpmt model file (format "
+                            f"{meta.get('format') if isinstance(meta, dict) else None!r})")
+        version = meta.get("version")
+        if not isinstance(version, int) or version > MODEL_VERSION or version < 1:
+            raise DataError(f"{meta_path} has model format version {version!r}; this dpmt "
+                            f"reads version {MODEL_VERSION} (upgrade dpmt)")
+        config = TrainConfig.from_dict(meta.get("config"))
+        try:
+            with np.load(root / ARRAYS_FILE, allow_pickle=False) as z:
+                V, ids = z["V"], z["item_ids"]
+                counts = z["item_counts"] if "item_counts" in z.files else None
+        except FileNotFoundError:
+            raise DataError(f"{root / ARRAYS_FILE} is missing: the model is incomplete") \
+                from None
+        except (zipfile.BadZipFile, ValueError, KeyError, OSError, EOFError) as e:
+            raise DataError(f"{root / ARRAYS_FILE} cannot be read ({type(e).__name__}: {e}); "
+                            "the model is corrupted: train it again") from None
+        ledger = None
+        if config.private:
+            try:
+                ledger = PrivacyLedger.load(root / LEDGER_FILE)
+            except FileNotFoundError:
+                raise DataError(f"{root / LEDGER_FILE} is missing: a private model without "
+                                "its ledger cannot state its ε") from None
+            except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
+                raise DataError(f"{root / LEDGER_FILE} cannot be read ({e})") from None
+        model = cls(item_embeddings=V, item_ids=ids, config=config, ledger=ledger,
+                    item_counts=counts, history=list(meta.get("history") or []),
+                    seconds=float(meta.get("seconds") or 0.0),
+                    compile_seconds=float(meta.get("compile_seconds") or 0.0))
+        if meta.get("fingerprint") != model.fingerprint():
+            raise DataError(f"{root / ARRAYS_FILE} does not match the fingerprint in "
+                            f"{MODEL_FILE}: the files were changed or mixed from two models")
+        metrics = root / "metrics.json"
+        if metrics.is_file():
+            try:
+                model.metrics = json.loads(metrics.read_text(encoding="utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                model.metrics = None
+        return model
+
+
+def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices (n, k) of the k largest scores per row, best first (ties: lower index)."""
+    n, m = scores.shape
+    k = min(k, m)
+    if k == m:
+        part = np.tile(np.arange(m), (n, 1))
+    else:
+        part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    sub = np.take_along_axis(scores, part, axis=1)
+    order = np.lexsort((part, -sub), axis=1) if n else np.zeros((0, k), np.int64)
+    return np.take_along_axis(part, order, axis=1)

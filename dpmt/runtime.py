@@ -1,0 +1,54 @@
+"""The process's execution environment: thread counts of the native libraries.
+
+Kept apart from the solvers so that importing dpmt changes nothing in the process; the
+settings are applied by an explicit call (:func:`dpmt.train.fit` through
+``ExecutionConfig.lapack_threads``, the benchmark application).
+"""
+
+from __future__ import annotations
+
+def limit_lapack_threads(n: int | None = None) -> int | None:
+    """Set the thread count of the OpenBLAS behind jaxlib's CPU LAPACK kernels; returns the
+    count set (None if nothing was changed).
+
+    jaxlib 0.9's CPU ``eigh``/``cholesky``/triangular-solve kernels call LAPACK through
+    ``scipy.linalg.cython_lapack``, i.e. scipy's bundled OpenBLAS, which by default starts one
+    thread per core for every call. The solvers call it on batches of small (d ≤ 256) matrices,
+    one matrix at a time, from XLA's own worker threads: the OpenBLAS threads then only
+    synchronise, and on a busy machine they spin against other processes. Measured on the
+    2-core benchmark machine (BENCHMARKS.md): a batched float32 64×64 ``eigh`` takes 6.0 ms
+    per matrix with the default and 0.5-1.0 ms with one thread; Cholesky 98 µs vs 28 µs.
+
+    ``n`` defaults to ``$DPMT_LAPACK_THREADS`` or 1. Nothing is changed if
+    ``OPENBLAS_NUM_THREADS`` is set (the user decided) or ``DPMT_LAPACK_THREADS=0``. Only
+    scipy's OpenBLAS is touched (numpy's, used by ``np.matmul``, keeps its threads).
+    Nothing calls it at import time: :func:`dpmt.train.fit` calls it when a run starts
+    (``ExecutionConfig.lapack_threads``), and so do the applications (bench).
+    """
+    import ctypes
+    import os
+
+    if n is None:
+        if os.environ.get("OPENBLAS_NUM_THREADS"):
+            return None
+        n = int(os.environ.get("DPMT_LAPACK_THREADS", "1") or 1)
+    if n <= 0:
+        return None
+    try:
+        import scipy.linalg.cython_lapack  # noqa: F401  (loads scipy's OpenBLAS)
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "scipy_openblas" in line}
+    except (ImportError, OSError):
+        return None
+    done = None
+    for path in sorted(paths):
+        if not path.endswith(".so") or "64_" in os.path.basename(path):
+            continue
+        try:
+            fn = getattr(ctypes.CDLL(path), "scipy_openblas_set_num_threads", None)
+        except OSError:
+            continue
+        if fn is not None:
+            fn(int(n))
+            done = int(n)
+    return done

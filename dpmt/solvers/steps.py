@@ -1,0 +1,200 @@
+"""The steps of alternating minimisation, on one device or sharded — chosen once, here.
+
+:func:`make_steps` builds the layouts of a training set, places them on one device or
+row-splits them over a mesh of ``devices`` devices (:mod:`dpmt.solvers.sharding`), and
+returns a :class:`Steps` object whose methods are the same on either: the exact user step
+and an item step in optax's ``(init, update)`` form with a NamedTuple state. No other module
+dispatches between single-device and sharded kernels (training, the benchmark and the
+multi-host script all come through here).
+
+Item steps (Krichene et al. 2023):
+
+* SSP, Algorithm 1: θ_i = (Π(Â_i) + α0 Ĝ_U + λI)⁻¹ b̂_i with Â_i = Σ_j w_ij u_j u_jᵀ + E_i,
+  b̂_i = Σ_j w_ij y_ij u_j + e_i. Stateless (``ItemState(params=None)``).
+* noisy GD, Algorithm 2: ``steps`` noisy clipped gradient steps on the weighted objective
+  from the previous V (embedding table) or the previous MLP parameters. The state carries the
+  encoder's parameters (a pytree), so a checkpoint of the loop is a pytree too.
+
+The noise of item i is keyed by i and the GD noise is replicated from one key, so the same
+seed gives the same V on any number of devices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpmt.config import TrainConfig
+from dpmt.errors import ConfigError
+
+log = logging.getLogger("dpmt.solvers.steps")
+
+
+class ItemState(NamedTuple):
+    """State of the item step between iterations: the GD encoder's parameters (a pytree of
+    arrays), or None for SSP and for GD before its first step."""
+
+    params: Any = None
+
+
+class ItemNoise(NamedTuple):
+    """The noise of one item step: SSP's σ_A, σ_b (standard deviations) or GD's noise
+    multiplier z (std z·G on the summed clipped gradient). Zeros: non-private."""
+
+    sigma_A: float = 0.0
+    sigma_b: float = 0.0
+    gd_multiplier: float = 0.0
+
+
+class ItemStep(NamedTuple):
+    """An item step as an ``(init, update)`` pair (the shape of optax's transformations).
+
+    ``init(key, V) -> ItemState``;
+    ``update(state, V, U, key, noise, extra, num_users) -> (V_new, ItemState)`` with
+    V (m, d) float32, U (n, d) float32, ``extra`` the public (d, d) term α0 Ĝ_U or None,
+    ``num_users`` the public normaliser of noisy GD (n̂)."""
+
+    init: Callable[..., ItemState]
+    update: Callable[..., tuple[jax.Array, ItemState]]
+
+
+@dataclasses.dataclass
+class Steps:
+    """The layouts of one training set (single-device or sharded) and the steps on them."""
+
+    cfg: TrainConfig
+    items: Any          # task layout (rows = items), or its ShardedLayout
+    users: Any          # user layout (rows = users), or its ShardedLayout
+    weights: Any        # w_ij float32 (nnz,), replicated on the mesh
+    labels: Any         # y_ij float32 (nnz,) or None (implicit feedback: y = 1)
+    mesh: Any = None
+    item_step: ItemStep | None = None
+
+    def replicated(self, x):
+        """``x`` replicated on the mesh (once, not a host round trip per step)."""
+        if self.mesh is None or x is None:
+            return None if x is None else jnp.asarray(x)
+        from dpmt.solvers import sharding
+
+        return sharding.replicate(np.asarray(x), self.mesh)
+
+    def solve_users(self, V) -> jax.Array:
+        """u_j = (Σ_{i∈I_j} v_i v_iᵀ + α0 VᵀV + λI)⁻¹ Σ_i y_ij v_i, clipped to ‖u_j‖ ≤ C."""
+        cfg = self.cfg
+        kw = dict(reg=cfg.reg, alpha0=cfg.gravity, clip_norm=cfg.user_clip)
+        if self.mesh is None:
+            from dpmt.solvers.user_step import solve_users
+
+            return solve_users(self.users, V, labels=self.labels, **kw)
+        from dpmt.solvers import sharding
+
+        return sharding.sharded_solve_users(self.mesh, self.users, V, labels=self.labels, **kw)
+
+
+def make_steps(cfg: TrainConfig, train, weights, *, labels=None, item_features=None,
+               devices: int = 1) -> Steps:
+    """Layouts of ``train`` (a :class:`~dpmt.data.Ratings`) and the steps of ``cfg``.
+
+    Args:
+      weights: float (nnz,) w_ij in ``train``'s order.
+      labels: float (nnz,) y_ij or None (implicit feedback, y = 1).
+      item_features: (m, f) public item features (noisy GD with ``encoder='mlp'``).
+      devices: 1, or the size of the mesh to shard over (the devices must exist).
+    """
+    from dpmt.solvers import layout as layout_mod
+
+    items = layout_mod.task_layout(train, dim=cfg.dim)
+    users = layout_mod.user_layout(train, dim=cfg.dim)
+    mesh = None
+    if devices > 1:
+        from dpmt.solvers import sharding
+
+        sharding.request_devices(devices)
+        mesh = sharding.make_mesh(devices)
+        users = sharding.shard_layout(users, mesh)
+        if cfg.gd.encoder != "mlp" or cfg.solver != "gd":   # SSP / GD embedding split items
+            items = sharding.shard_layout(items, mesh)
+        log.info("sharding the user and item steps over %d %s devices", devices,
+                 jax.devices()[0].platform)
+    steps = Steps(cfg, items, users, None, None, mesh)
+    steps.weights = steps.replicated(jnp.asarray(weights, jnp.float32))
+    steps.labels = None if labels is None else steps.replicated(jnp.asarray(labels,
+                                                                            jnp.float32))
+    if cfg.solver == "ssp":
+        steps.item_step = ssp_item_step(steps)
+    else:
+        steps.item_step = gd_item_step(steps, train.n_items, item_features)
+    return steps
+
+
+def ssp_item_step(steps: Steps) -> ItemStep:
+    """SSP (Algorithm 1) as an :class:`ItemStep`: stateless."""
+    reg = steps.cfg.reg
+
+    def init(key, V) -> ItemState:
+        return ItemState()
+
+    def update(state, V, U, key, noise: ItemNoise, extra=None, num_users=None):
+        if steps.mesh is None:
+            from dpmt.solvers.ssp import ssp_item_step as step
+
+            V_new = step(steps.items, U, steps.weights, steps.labels, key, noise.sigma_A,
+                         noise.sigma_b, reg, extra=extra)
+        else:
+            from dpmt.solvers import sharding
+
+            V_new = sharding.sharded_ssp_item_step(
+                steps.mesh, steps.items, U, steps.weights, steps.labels, key, noise.sigma_A,
+                noise.sigma_b, reg, extra=extra)
+        return V_new, state
+
+    return ItemStep(init, update)
+
+
+def gd_item_step(steps: Steps, n_items: int, item_features=None) -> ItemStep:
+    """Noisy GD (Algorithm 2) as an :class:`ItemStep`; the state is the encoder's
+    parameters (an embedding table is re-read from V at every iteration, an MLP persists)."""
+    import optax
+
+    from dpmt.solvers import encoders
+    from dpmt.solvers.noisy_gd import noisy_gd
+
+    cfg, g = steps.cfg, steps.cfg.gd
+    optimizer = optax.sgd(g.learning_rate) if g.optimizer == "sgd" else \
+        optax.adam(g.learning_rate)
+    mlp = g.encoder == "mlp"
+    if mlp:
+        if item_features is None:
+            raise ConfigError("encoder='mlp' needs public item features (ML-100K genres): "
+                              "pass item_features=")
+        feats = np.asarray(item_features, np.float32)
+        if feats.ndim != 2 or feats.shape[0] != n_items or not np.all(np.isfinite(feats)):
+            raise ConfigError(f"item_features must be a finite (n_items={n_items}, f) array "
+                              f"(got shape {feats.shape})")
+        encoder = encoders.MLPEncoder(features=jnp.asarray(feats), hidden=(g.mlp_hidden,),
+                                      dim=cfg.dim)
+        layout = steps.users          # generic path: per-user gradients over user rows
+    else:
+        encoder = encoders.EmbeddingEncoder(n_items=n_items, dim=cfg.dim)
+        layout = steps.items          # fast path: embedding table over item rows
+
+    def init(key, V) -> ItemState:
+        if mlp:
+            return ItemState(encoders.init_encoder(encoder, jax.random.fold_in(key, 99)))
+        return ItemState()
+
+    def update(state, V, U, key, noise: ItemNoise, extra=None, num_users=None):
+        params = state.params if mlp else encoders.embedding_params(V)
+        params = noisy_gd(encoder, params, layout, U, steps.weights, steps.labels,
+                          steps=g.steps, clip_norm=g.clip, noise_multiplier=noise.gd_multiplier,
+                          key=key, optimizer=optimizer, sampling_rate=g.sampling_rate,
+                          reg=cfg.reg, num_users=num_users, extra_quadratic=extra,
+                          mesh=steps.mesh)
+        return encoders.item_embeddings(encoder, params), ItemState(params if mlp else None)
+
+    return ItemStep(init, update)

@@ -1,0 +1,22 @@
+"""Training: the privacy plan, the private alternating-minimisation loop, checkpoints,
+evaluation and run directories.
+
+* :mod:`~dpmt.train.plan` — typed, calibrated releases (:class:`PrivacyPlan`).
+* :mod:`~dpmt.train.weights` — the per-rating weights of a config.
+* :mod:`~dpmt.train.loop` — :func:`fit` (returns a :class:`~dpmt.model.Model`).
+* :mod:`~dpmt.train.checkpoint` — the loop state after each iteration, for resume.
+* :mod:`~dpmt.train.evaluate` — metrics of a model and of the popularity baselines.
+* :mod:`~dpmt.train.rundir` — :func:`run`: data → fit → evaluate → run directory.
+"""
+
+from dpmt.train.evaluate import (evaluate, popularity_metrics,
+                                 private_popularity_metrics)
+from dpmt.train.loop import fit, initial_items
+from dpmt.train.plan import (IterationReleases, PrivacyPlan, beta_of, make_plan,
+                             planned_releases)
+from dpmt.train.rundir import prepare_data, run
+from dpmt.train.weights import compute_weights
+
+__all__ = ["IterationReleases", "PrivacyPlan", "beta_of", "compute_weights", "evaluate",
+           "fit", "initial_items", "make_plan", "planned_releases", "popularity_metrics",
+           "prepare_data", "private_popularity_metrics", "run"]

@@ -1,0 +1,75 @@
+"""Evaluation of a model and of the popularity baselines on held-out data.
+
+The evaluated users are folded in from their history with the model's own fold-in
+(:meth:`dpmt.model.Model.user_embeddings`, the exact user solve against the released V), every
+item is ranked with the history excluded, and Recall/NDCG@k are computed overall and per
+popularity bucket (:func:`dpmt.metrics.ranking_metrics`). The buckets are 5 equal-size
+groups of items by *exact training* counts: read here, for the report only — never by
+training.
+
+Baselines:
+
+* :func:`popularity_metrics` — score = exact training count. Not private (ε = ∞).
+* :func:`private_popularity_metrics` — score = the *released* noisy counts n̂_i of the run:
+  post-processing of a release already charged, so it costs nothing more. A private model
+  worth deploying should beat it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpmt.privacy.ledger import PRIVACY_UNIT
+
+KS = (10, 20, 50)
+
+
+def _buckets(train):
+    from dpmt.metrics import popularity_buckets
+
+    counts = train.item_counts()
+    return popularity_buckets(counts, min(5, max(1, train.n_items))), counts
+
+
+def evaluate(model, train, eval_set, ks=KS) -> dict:
+    """Metrics of ``model`` on ``eval_set`` (an :class:`~dpmt.data.splits.EvalSet` in the
+    index space of ``train``), with the privacy summary."""
+    from dpmt.metrics import ranking_metrics
+
+    buckets, counts = _buckets(train)
+    U = model.user_embeddings(eval_set.history)
+    m = ranking_metrics(U, model.item_embeddings, eval_set.history, eval_set.targets, ks=ks,
+                        item_buckets=buckets, item_counts=counts)
+    m["privacy"] = model.privacy_summary()
+    return m
+
+
+def _score_metrics(scores: np.ndarray, train, eval_set, ks) -> dict:
+    from dpmt.metrics import ranking_metrics
+
+    buckets, counts = _buckets(train)
+    pop = jnp.asarray(np.asarray(scores, np.float32))
+    fn = jax.jit(lambda users: jnp.broadcast_to(pop, (users.shape[0], pop.shape[0])))
+    return ranking_metrics(None, None, eval_set.history, eval_set.targets, ks=ks,
+                           item_buckets=buckets, score_fn=fn, item_counts=counts)
+
+
+def popularity_metrics(train, eval_set, ks=KS) -> dict:
+    """The popularity baseline (score = exact training count; not private)."""
+    m = _score_metrics(train.item_counts(), train, eval_set, ks)
+    m["privacy"] = {"epsilon": math.inf, "delta": 0.0, "private": False,
+                    "privacy_unit": PRIVACY_UNIT}
+    return m
+
+
+def private_popularity_metrics(noisy_counts: np.ndarray, train, eval_set, privacy: dict,
+                               ks=KS) -> dict:
+    """Popularity from the run's *released* noisy counts (free post-processing; same ε as
+    the run that released them, given in ``privacy``)."""
+    m = _score_metrics(noisy_counts, train, eval_set, ks)
+    m["privacy"] = dict(privacy)
+    return m

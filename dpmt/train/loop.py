@@ -1,0 +1,329 @@
+"""Private alternating minimisation for matrix factorisation as multi-task learning.
+
+Items are tasks with parameters v_i; user embeddings u_j are the features. One run (Chien et
+al. 2021, Algorithm 1; Krichene et al. 2023, Algorithms 1 and 2):
+
+0. **Plan and calibrate** the whole run once (:func:`dpmt.train.plan.make_plan`): the private
+   counts (when the weights need them) and every iteration's releases, one noise scale for
+   the target (ε, δ) by ``dp_accounting``. A budget that cannot be met is refused before any
+   data is touched.
+1. **Private task sizes** n̂_i and the user count n̂ in one release: each user capped at k
+   items, Gaussian noise (:func:`dpmt.privacy.private_counts`). Every weight scheme reads
+   this one release.
+2. **Weights** w_ij from n̂ (:mod:`dpmt.train.weights`), Σ_i w_ij² ≤ β for every user
+   (checked before the first item step).
+3. For t = 1..T:
+   a. user solve, exact, never released (joint DP): u_j = (Σ_{i∈I_j} v_i v_iᵀ + α0 VᵀV +
+      λI)⁻¹ Σ_i y_ij v_i, clipped to ‖u_j‖ ≤ C;
+   b. noisy Gramian Ĝ_U = Σ_j u_j u_jᵀ + E (sensitivity C²) when α0 > 0;
+   c. private item step on the weighted per-item objective: SSP or noisy GD, plus the
+      gravity term α0 Ĝ_U (:mod:`dpmt.solvers.steps`).
+4. Return a :class:`~dpmt.model.Model`; evaluate it if evaluation users are given.
+
+Privacy unit: one user (add/remove-one). Released: n̂ (counts), Ĝ_U and V at every iteration.
+User embeddings are never released. The exact training counts are read only by the
+evaluation (to define the popularity buckets of the report), never by training.
+
+The invariants the sensitivities assume are enforced here, at the one entry point every
+path goes through (the CLI, :func:`dpmt.train.rundir.run`, the benchmark, user code): one
+rating per (user, item) pair, finite values, per-user weight budgets.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpmt.config import ExecutionConfig, TrainConfig
+from dpmt.errors import ConfigError, DataError
+from dpmt.model import Model
+from dpmt.privacy import PrivacyLedger, private_counts
+from dpmt.solvers.steps import ItemNoise, make_steps
+from dpmt.train.checkpoint import Checkpoint, LoopState, data_fingerprint
+from dpmt.train.plan import PrivacyPlan, beta_of, make_plan
+from dpmt.train.weights import compute_weights
+
+log = logging.getLogger("dpmt.train")
+
+
+def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
+        item_features: np.ndarray | None = None, execution: ExecutionConfig | None = None,
+        run_dir: str | os.PathLike | None = None, resume: bool = False) -> Model:
+    """Train item embeddings on ``train`` under user-level DP; evaluate if eval sets are given.
+
+    Args:
+      train: training :class:`~dpmt.data.Ratings` (implicit feedback: values are ignored,
+        every entry is a positive with label 1). One entry per (user, item) pair.
+      config: a :class:`~dpmt.config.TrainConfig` (default settings if None).
+      validation, test: optional :class:`~dpmt.data.splits.EvalSet` (history + targets in the
+        same index space as ``train``); metrics are computed on ``test`` if given, else on
+        ``validation``.
+      item_features: (m, f) public item features for ``gd.encoder='mlp'``.
+      execution: an :class:`~dpmt.config.ExecutionConfig` (devices, progress); cannot change
+        the model.
+      run_dir: if given, a checkpoint after every iteration goes there (for ``resume``).
+      resume: continue from ``run_dir``'s checkpoint (same random streams, nothing charged
+        twice; the checkpoint must belong to this config and this data).
+
+    Returns:
+      a :class:`~dpmt.model.Model` (released V, raw item ids, ledger, metrics).
+    """
+    cfg, ex, eval_set = _check_inputs(train, config, execution, validation, test)
+    if ex.lapack_threads != 0:
+        from dpmt.runtime import limit_lapack_threads
+
+        limit_lapack_threads(ex.lapack_threads)
+    t_start = time.time()
+    plan = make_plan(cfg)            # refuses an unmeetable budget before data is read
+    root = jax.random.PRNGKey(cfg.seed)
+    k_counts, k_weights, k_init, k_iter = jax.random.split(root, 4)
+    ledger = None if plan is None else PrivacyLedger(cfg.delta, epsilon_budget=cfg.epsilon,
+                                                     accountant=cfg.accountant)
+    ckpt = Checkpoint(run_dir) if run_dir is not None else None
+    fingerprints = dict(config_fingerprint=cfg.fingerprint(),
+                        data_fingerprint=data_fingerprint(train))
+
+    # the layouts and steps first: everything that can fail on the data fails before a
+    # single release is made
+    V0 = initial_items(k_init, train.n_items, cfg.dim, cfg.init_scale)
+
+    saved = None
+    if ckpt is not None and resume:
+        # the template fixes the item state's structure; the values come from the file
+        saved = ckpt.load(item_state_template=_item_state_template(cfg, train, item_features,
+                                                                   k_init, V0),
+                          **fingerprints)
+        if saved is not None:
+            ledger = saved["ledger"]
+            _check_resumed_ledger(saved, plan, cfg)
+
+    # 1. private counts (+ user count), 2. weights
+    noisy_counts = noisy_n = None
+    if cfg.needs_counts:
+        if saved is not None and "noisy_counts" in saved:
+            noisy_counts, noisy_n = saved["noisy_counts"], saved["noisy_n"]
+        else:
+            rel = plan.counts
+            noisy_counts, noisy_n, _ = private_counts(
+                train.user, train.item, train.n_items, k=cfg.effective_count_cap,
+                noise_std=rel.noise_std, key=k_counts, ledger=None, include_user_count=True)
+            ledger.record(rel)
+    w = compute_weights(cfg, train, noisy_counts, noisy_n,
+                        seed=int(jax.random.randint(k_weights, (), 0, 2**31 - 1)))
+    _check_weight_budget(cfg, train, w)
+
+    steps = make_steps(cfg, train, w, item_features=item_features, devices=ex.devices)
+    item = steps.item_step
+    state = LoopState(V0, 0, item.init(k_init, V0))
+    history: list[dict] = []
+    if saved is not None:
+        state = LoopState(jnp.asarray(saved["V"]), saved["iteration"], saved["item_state"])
+        history = saved["history"]
+    n_norm = float(noisy_n) if noisy_n is not None else float(train.n_users)
+
+    bar = _progress(ex.progress, start=state.iteration, total=cfg.iterations)
+    t_loop = time.time()
+    for t in range(state.iteration, cfg.iterations):
+        kt = jax.random.fold_in(k_iter, t)
+        k_gram, k_item = jax.random.split(kt)
+        rel = None if plan is None else plan.iterations[t]
+        V = state.V
+        # a. exact user solve (never released)
+        U = steps.solve_users(V)
+        # b. noisy Gramian for the gravity term
+        extra = None
+        if cfg.gravity > 0:
+            from dpmt.solvers.ssp import noisy_gramian
+
+            sigma_g = _charge(ledger, rel.gramian if rel else None)
+            extra = cfg.gravity * noisy_gramian(U, k_gram, sigma_g)
+        # c. private item step
+        if cfg.solver == "ssp":
+            noise = ItemNoise(sigma_A=_charge(ledger, rel.ssp_A if rel else None),
+                              sigma_b=_charge(ledger, rel.ssp_b if rel else None))
+        else:
+            if rel is not None:
+                ledger.record(rel.gd)
+            noise = ItemNoise(gd_multiplier=0.0 if rel is None else rel.gd.noise_multiplier)
+        V, item_state = item.update(state.item_state, V, U, k_item, noise, extra, n_norm)
+        V = jnp.asarray(V, jnp.float32)
+        if not bool(jnp.all(jnp.isfinite(V))):
+            raise ConfigError(_divergence_message(cfg, t))
+        state = LoopState(V, t + 1, item_state)
+        eps = 0.0 if ledger is None else ledger.epsilon()
+        history.append({"iteration": t, "epsilon": eps, "seconds": time.time() - t_start})
+        bar.update(eps)
+        if ckpt is not None:
+            ckpt.save(state, ledger, noisy_counts, noisy_n, history, **fingerprints)
+    bar.close()
+
+    model = Model(item_embeddings=np.asarray(state.V), item_ids=train.item_ids, config=cfg,
+                  ledger=ledger, item_counts=None if noisy_counts is None else
+                  np.asarray(noisy_counts, np.float64), history=history)
+    model.compile_seconds = _compile_seconds(history, t_loop - t_start)
+    if eval_set is not None:
+        from dpmt.train.evaluate import evaluate
+
+        model.metrics = evaluate(model, train, eval_set)
+    model.seconds = time.time() - t_start
+    return model
+
+
+def initial_items(key: jax.Array, n_items: int, dim: int, scale: float) -> jax.Array:
+    """Data-independent initial V: a shared direction plus Gaussian jitter.
+
+    v_i = scale · (1/√d + 0.5·N(0, I_d)). With every positive labelled 1, the shared
+    direction makes the first user solve put every user on the same side of it, so the first
+    private item step already learns a popularity-like component (b_i ∝ Σ_j w_ij u_j adds
+    up coherently) instead of averaging random directions to noise.
+    """
+    common = jnp.full((n_items, dim), 1.0 / math.sqrt(dim), jnp.float32)
+    return scale * (common + 0.5 * jax.random.normal(key, (n_items, dim), jnp.float32))
+
+
+# -- the entry point's checks -------------------------------------------------------------
+def _check_inputs(train, config, execution, validation, test):
+    from dpmt.data.ratings import Ratings
+    from dpmt.data.splits import EvalSet
+
+    if not isinstance(train, Ratings):
+        raise DataError(f"fit() trains on a dpmt.data.Ratings (got {type(train).__name__}); "
+                        "build one with dpmt.data.load(...) or Ratings.from_raw(...)")
+    cfg = TrainConfig() if config is None else config
+    if not isinstance(cfg, TrainConfig):
+        raise ConfigError(f"config must be a dpmt.TrainConfig (got {type(cfg).__name__}); "
+                          "for a dict use TrainConfig.from_dict(d)")
+    ex = ExecutionConfig() if execution is None else execution
+    if not isinstance(ex, ExecutionConfig):
+        raise ConfigError(f"execution must be a dpmt.ExecutionConfig (got "
+                          f"{type(ex).__name__})")
+    for name, es in (("validation", validation), ("test", test)):
+        if es is not None and not isinstance(es, EvalSet):
+            raise DataError(f"{name} must be a dpmt.data.EvalSet (history + targets; got "
+                            f"{type(es).__name__}), e.g. split.test of per_user_split(...)")
+        if es is not None and (es.history.n_items != train.n_items
+                               or es.targets.n_items != train.n_items):
+            raise DataError(f"{name} indexes {es.history.n_items} items but the training set "
+                            f"has {train.n_items}: build both from one split")
+    if train.nnz == 0:
+        raise DataError("the training set is empty: nothing to train on")
+    _check_one_rating_per_pair(train)
+    if not np.all(np.isfinite(np.asarray(train.value, np.float64))):
+        raise DataError("the training ratings contain NaN or infinite values")
+    return cfg, ex, (test if test is not None else validation)
+
+
+def _check_one_rating_per_pair(train) -> None:
+    """Every sensitivity assumes a user contributes at most once per item (the count of item
+    i moves by ≤ 1, Σ_i w_ij² counts each item once). Duplicates would break them silently."""
+    key = train.user.astype(np.int64) * np.int64(train.n_items) + train.item.astype(np.int64)
+    key = np.sort(key)
+    dup = np.flatnonzero(key[1:] == key[:-1])
+    if dup.size:
+        k = int(key[dup[0]])
+        u, i = divmod(k, int(train.n_items))
+        raise DataError(
+            f"the training set has {dup.size} duplicate (user, item) pair(s), e.g. user "
+            f"{train.user_ids[u]!r} × item {train.item_ids[i]!r}; user-level privacy assumes one "
+            "rating per pair: load with on_duplicate='keep-last' (CLI: --on-duplicate "
+            "keep-last) or deduplicate the data")
+
+
+def _check_weight_budget(cfg: TrainConfig, train, w: np.ndarray) -> None:
+    """Σ_i w_ij² ≤ β for every user: what every item-step sensitivity assumes."""
+    if not cfg.private:
+        return
+    w = np.asarray(w, np.float64)
+    if w.shape != (train.nnz,) or not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise RuntimeError("internal error: the weights are not finite, non-negative, one "
+                           "per rating")
+    spent = np.bincount(train.user, weights=w * w, minlength=train.n_users)
+    beta = beta_of(cfg)
+    if spent.max(initial=0.0) > beta * (1 + 1e-6):
+        raise RuntimeError(f"internal error: a user's Σ w² = {spent.max():.6g} exceeds β = "
+                           f"{beta:g}; refusing to release anything")
+
+
+def _check_resumed_ledger(saved: dict, plan: PrivacyPlan | None, cfg: TrainConfig) -> None:
+    ledger = saved["ledger"]
+    if (plan is None) != (ledger is None):
+        raise DataError("the checkpoint's privacy setting differs from this run's")
+    if ledger is None:
+        return
+    done = saved["iteration"]
+    expected = ((1 if plan.counts is not None else 0)
+                + sum(len(it.all()) for it in plan.iterations[:done]))
+    if len(ledger) != expected or done > cfg.iterations:
+        raise DataError(f"the checkpoint records {len(ledger)} releases after {done} "
+                        f"iterations; this run's plan has {expected}: it belongs to another "
+                        "run")
+
+
+def _item_state_template(cfg, train, item_features, key, V0):
+    """The item step's initial state (for its pytree structure), without building layouts."""
+    from dpmt.solvers.steps import ItemState
+
+    if cfg.solver != "gd" or cfg.gd.encoder != "mlp":
+        return ItemState()
+    from dpmt.solvers import encoders
+
+    enc = encoders.MLPEncoder(features=jnp.asarray(item_features, jnp.float32),
+                              hidden=(cfg.gd.mlp_hidden,), dim=cfg.dim)
+    return ItemState(encoders.init_encoder(enc, jax.random.fold_in(key, 99)))
+
+
+# -- helpers ---------------------------------------------------------------------------------
+def _charge(ledger: PrivacyLedger | None, release) -> float:
+    """Charge ``release`` to the ledger and return its noise std (0 if non-private)."""
+    if ledger is None or release is None:
+        return 0.0
+    ledger.record(release)
+    return release.noise_std
+
+
+def _divergence_message(cfg: TrainConfig, t: int) -> str:
+    hint = ("noisy GD diverged: lower --gd-learning-rate (now "
+            f"{cfg.gd.learning_rate:g})" if cfg.solver == "gd"
+            else "the item systems became singular: raise --reg (now "
+            f"{cfg.reg:g})")
+    return f"the item embeddings became non-finite at iteration {t} ({hint}); nothing was saved"
+
+
+def _compile_seconds(history: list[dict], setup: float) -> float:
+    """The first iteration's excess over the median of the later ones (≈ compilation)."""
+    if len(history) < 2:
+        return 0.0
+    secs = np.diff([setup] + [h["seconds"] for h in history])
+    return float(max(0.0, secs[0] - np.median(secs[1:])))
+
+
+class _Progress:
+    """A tqdm bar that says "compiling" through the first iteration and then shows the rate,
+    the estimate and the ε spent so far."""
+
+    def __init__(self, enabled: bool, start: int, total: int):
+        self.bar = None
+        if enabled and start < total:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, initial=start, desc="train (compiling)", unit="it")
+
+    def update(self, eps: float) -> None:
+        if self.bar is not None:
+            self.bar.set_description("train")
+            self.bar.set_postfix(eps=f"{eps:.3g}")
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _progress(enabled: bool, start: int, total: int) -> _Progress:
+    return _Progress(enabled, start, total)

@@ -1,0 +1,229 @@
+"""Run directories: load and split the data, train, evaluate, save — a run directory *is* a
+saved model (:meth:`dpmt.model.Model.load` reads it).
+
+Files (each written atomically): ``config.json`` (the TrainConfig, at the start),
+``checkpoint.npz`` (after every iteration, for resume), and at the end ``model.json``,
+``item_embeddings.npz``, ``ledger.json``, ``metrics.json``, ``baselines.json`` and
+``train.log``. While a process trains in a directory it holds ``.lock`` (its pid); a second
+process is refused, a stale lock (dead pid) is taken over. A directory that holds a finished
+model is not trained over unless ``overwrite=True``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from dpmt._io import atomic_write_json, atomic_write_text
+from dpmt.config import ExecutionConfig, TrainConfig
+from dpmt.errors import ConfigError, DataError
+from dpmt.model import MODEL_FILE, Model
+from dpmt.train.plan import make_plan
+
+CONFIG_FILE = "config.json"
+LOCK_FILE = ".lock"
+
+
+def prepare_data(cfg: TrainConfig, execution: ExecutionConfig | None = None):
+    """Load, binarise and split ``cfg.dataset`` (deterministic given ``cfg.seed``).
+
+    Implicit or explicit is decided by the source, never by the values: ``synthetic:...``
+    data is implicit (every entry a positive); everything else holds ratings, and ratings
+    above ``positive_threshold`` are the positives.
+    """
+    from dpmt.data import binarize, heldout_users_split, load, per_user_split
+    from dpmt.data.loaders import parse_columns, parse_rating_range
+    from dpmt.data.splits import filter_min_counts
+
+    ex = execution or ExecutionConfig()
+    kw = {}
+    if cfg.columns is not None:
+        kw["columns"] = parse_columns(cfg.columns)
+    if cfg.rating_range != "auto":
+        kw["rating_range"] = parse_rating_range(cfg.rating_range)
+    if cfg.on_duplicate != "error":
+        kw["on_duplicate"] = cfg.on_duplicate
+    r = load(cfg.dataset, data_dir=ex.data_dir, progress=ex.progress, **kw)
+    implicit = cfg.dataset.startswith("synthetic")
+    pos = r if implicit else binarize(r, cfg.positive_threshold)
+    if pos.nnz == 0:
+        raise DataError(f"{cfg.dataset}: no rating is above --positive-threshold "
+                        f"{cfg.positive_threshold:g}, so there are no positives to train on "
+                        "(for implicit data with values 1, use --positive-threshold 0)")
+    if cfg.split == "per-user":
+        split = per_user_split(pos, fractions=cfg.split_fractions, seed=cfg.seed)
+    else:
+        pos = filter_min_counts(pos, min_user=5)
+        split = heldout_users_split(pos, n_validation=cfg.heldout_users,
+                                    n_test=cfg.heldout_users, seed=98765 + cfg.seed)
+    if split.train.n_users < 2 or split.train.n_items < 2:
+        raise DataError(f"{cfg.dataset}: {split.train.n_users} users × {split.train.n_items} "
+                        "items after the split is too small to train or to protect anyone")
+    return split
+
+
+@contextlib.contextmanager
+def run_lock(out: Path):
+    """Hold ``out/.lock`` (this pid) for the block; refuse if a live process holds it."""
+    out.mkdir(parents=True, exist_ok=True)
+    lock = out / LOCK_FILE
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                pid = int(lock.read_text().strip() or "0")
+            except (OSError, ValueError):
+                pid = 0
+            if pid > 0 and _alive(pid) and pid != os.getpid():
+                raise ConfigError(f"{out} is in use by another dpmt process (pid {pid}); wait "
+                                  "for it or use another --out") from None
+            lock.unlink(missing_ok=True)      # stale: its process is gone
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(str(os.getpid()))
+        break
+    else:
+        raise ConfigError(f"could not lock {out}; remove {lock} if no dpmt process uses it")
+    try:
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def check_output_dir(out: Path, *, resume: bool, overwrite: bool) -> None:
+    """Refuse an ``--out`` that cannot take this run, before anything is computed."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; give a directory (it becomes the model)")
+    for parent in out.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ConfigError(f"--out {out}: {parent} is a file, not a directory")
+            if not os.access(parent, os.W_OK):
+                raise ConfigError(f"--out {out}: {parent} is not writable")
+            break
+    if not resume and (out / MODEL_FILE).exists() and not overwrite:
+        raise ConfigError(f"{out} already holds a trained model; use another --out, or "
+                          "--overwrite to replace it")
+    if not resume and (out / "checkpoint.npz").exists() and not overwrite \
+            and not (out / MODEL_FILE).exists():
+        raise ConfigError(f"{out} holds an unfinished run; continue it with `dpmt train "
+                          f"--resume {out}`, or pass --overwrite to start over")
+
+
+def run(cfg: TrainConfig, out_dir: str | os.PathLike | None = None, *,
+        execution: ExecutionConfig | None = None, resume: bool = False,
+        overwrite: bool = False, eval_set: str = "test", baselines: bool = True) -> Model:
+    """Load data, train, evaluate, and (with ``out_dir``) write the run directory.
+
+    ``resume`` continues ``out_dir``'s checkpoint; the config saved there must equal ``cfg``
+    (execution settings aside). Returns the trained :class:`~dpmt.model.Model`; with
+    ``baselines`` its ``metrics["baselines"]`` holds exact and private popularity.
+    """
+    ex = execution or ExecutionConfig()
+    if eval_set not in ("test", "validation"):
+        raise ConfigError(f"eval_set must be 'test' or 'validation' (got {eval_set!r})")
+    make_plan(cfg)            # refuse an unmeetable budget before any data is read or written
+    out = Path(out_dir) if out_dir is not None else None
+    if out is not None:
+        check_output_dir(out, resume=resume, overwrite=overwrite)
+    with (run_lock(out) if out is not None else contextlib.nullcontext()):
+        if out is not None and resume:
+            saved = read_config(out)
+            if saved != cfg:
+                raise ConfigError(f"cannot resume {out} with a different configuration ("
+                                  + "; ".join(saved.diff(cfg)) + "); resume with the same "
+                                  "settings or start a new --out")
+            if (out / MODEL_FILE).exists():      # finished: nothing to train or charge
+                return Model.load(out)
+        split = prepare_data(cfg, ex)
+        features = None
+        if cfg.solver == "gd" and cfg.gd.encoder == "mlp":
+            from dpmt.data import item_features_for
+
+            features = item_features_for(cfg.dataset, split.train, data_dir=ex.data_dir)
+        es = split.test if eval_set == "test" else split.validation
+        if out is not None:
+            if overwrite and not resume:
+                for name in (MODEL_FILE, "checkpoint.npz"):
+                    (out / name).unlink(missing_ok=True)
+            atomic_write_text(out / CONFIG_FILE, cfg.to_json())
+        model = _fit(split.train, cfg, es, features, ex, out, resume)
+        if model.metrics is not None:
+            model.metrics["eval_set"] = eval_set
+            if baselines:
+                model.metrics["baselines"] = baseline_metrics(model, split.train, es)
+        if out is not None:
+            write_run(model, out)
+    return model
+
+
+def _fit(train, cfg, es, features, ex, out, resume):
+    from dpmt.train.loop import fit
+
+    return fit(train, cfg, test=es, item_features=features, execution=ex, run_dir=out,
+               resume=resume)
+
+
+def baseline_metrics(model: Model, train, eval_set) -> dict:
+    """Popularity (exact; not private) and, when the run released counts, private popularity
+    (its noisy counts: free post-processing), on the same evaluation users."""
+    from dpmt.train.evaluate import popularity_metrics, private_popularity_metrics
+
+    out = {"popularity": popularity_metrics(train, eval_set)}
+    if model.item_counts is not None:
+        out["private popularity"] = private_popularity_metrics(
+            model.item_counts, train, eval_set, model.privacy_summary())
+    return out
+
+
+def read_config(out: Path) -> TrainConfig:
+    """The TrainConfig saved in run directory ``out`` (clear errors if missing/corrupt)."""
+    path = out / CONFIG_FILE
+    if not path.exists():
+        raise ConfigError(f"cannot resume {out}: no {CONFIG_FILE} there (was it started with "
+                          "`dpmt train --out`?)")
+    if not path.is_file():
+        raise ConfigError(f"cannot resume {out}: {path} is not a file")
+    try:
+        return TrainConfig.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot resume {out}: {path} is not valid JSON ({e})") from None
+
+
+def write_run(model: Model, out: Path) -> None:
+    """The model files (:meth:`Model.save`), metrics and a text log."""
+    from dpmt._io import jsonable
+
+    if model.metrics is not None:
+        atomic_write_json(out / "metrics.json", model.metrics)
+    lines = [json.dumps(jsonable(h)) for h in model.history]
+    lines.append(model.report())
+    if model.ledger is not None:
+        lines.append(model.ledger.summary())
+    atomic_write_text(out / "train.log", "\n".join(lines) + "\n")
+    model.save(out)       # model.json last: the directory is a model from here on
+
+
+def item_titles(dataset: str, item_ids: np.ndarray, data_dir: str = "data") -> dict | None:
+    """Raw item id → title where the dataset ships titles (ML-100K's ``u.item``), else None."""
+    from dpmt.data.titles import item_titles_for
+
+    try:
+        return item_titles_for(dataset, item_ids, data_dir=data_dir)
+    except DataError:
+        return None
