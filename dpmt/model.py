@@ -34,7 +34,7 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -131,7 +131,7 @@ class Model:
             missing = [str(x) for x in ids[~found][:5]]
             raise DataError(f"item id(s) {', '.join(missing)}"
                             f"{' …' if (~found).sum() > 5 else ''} are not in this model "
-                            f"({self.n_items} items, e.g. {self.item_ids[0]!r}); they were "
+                            f"({self.n_items} items, e.g. {self.item_ids[0]}); they were "
                             "never rated in the training data")
         return self._sorted_rows[pos].astype(np.int64)
 

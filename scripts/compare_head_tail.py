@@ -6,7 +6,7 @@ Example: python scripts/compare_head_tail.py --weight-grid uniform tail adaptive
 """
 import sys
 
-from dpmt.apps.cli import main
+from dpmt.apps.cli import script_main
 
 if __name__ == "__main__":
-    sys.exit(main(["compare", *sys.argv[1:]]))
+    sys.exit(script_main("compare", "compare_head_tail.py", sys.argv[1:]))

@@ -6,7 +6,7 @@ Example: python scripts/train_movielens.py --dataset ml-100k --weights adaptive 
 """
 import sys
 
-from dpmt.apps.cli import main
+from dpmt.apps.cli import script_main
 
 if __name__ == "__main__":
-    sys.exit(main(["train", *sys.argv[1:]]))
+    sys.exit(script_main("train", "train_movielens.py", sys.argv[1:]))

@@ -50,15 +50,16 @@ def test_summary_hand_values():
     # per-user counts: user 0 rated 5 items, user 1 rated 3, user 2 rated 2, 3..6 one
     assert (d["user_count_min"], d["user_count_max"]) == (0, 5)
     assert d["user_count_median"] == 1.0
-    # buckets of 2 items, head first: [7,3], [2,1], [1,0], [0,0], [0,0]
+    # buckets of 2 items, tail first (as the evaluation): [0,0], [0,0], [0,1], [1,2], [3,7]
     assert [b["items"] for b in d["buckets"]] == [2] * 5
-    assert [b["share"] for b in d["buckets"]] == pytest.approx([10 / 14, 3 / 14, 1 / 14, 0, 0])
-    assert (d["buckets"][0]["min_count"], d["buckets"][0]["max_count"]) == (3, 7)
+    assert [b["share"] for b in d["buckets"]] == pytest.approx([0, 0, 1 / 14, 3 / 14, 10 / 14])
+    assert (d["buckets"][-1]["min_count"], d["buckets"][-1]["max_count"]) == (3, 7)
 
 
 def test_buckets_uneven_sizes_sum_to_one():
     d = summary(ratings_with_item_counts([5, 4, 3, 3, 2, 2, 1]))
     assert [b["items"] for b in d["buckets"]] == [2, 2, 1, 1, 1]
+    assert d["buckets"][0]["max_count"] <= d["buckets"][-1]["min_count"]   # tail first
     assert sum(b["share"] for b in d["buckets"]) == pytest.approx(1.0)
 
 
@@ -78,3 +79,16 @@ def test_summary_empty():
                 user_ids=np.arange(3), item_ids=np.arange(3), name="e")
     with pytest.raises(DataError, match="'e': it has no ratings"):
         summary(r)
+
+
+def test_info_buckets_are_the_evaluation_buckets():
+    """`dpmt info` and the reports number the same buckets the same way (B1 = tail)."""
+    from dpmt.metrics import popularity_buckets
+
+    counts = [9, 0, 4, 4, 1, 7, 2, 2, 3, 5, 6, 1]
+    r = ratings_with_item_counts(counts)
+    d = summary(r)
+    b = popularity_buckets(r.item_counts(), len(d["buckets"]))
+    for k, bk in enumerate(d["buckets"]):
+        c = r.item_counts()[b == k]
+        assert (bk["items"], bk["min_count"], bk["max_count"]) == (len(c), c.min(), c.max())

@@ -326,7 +326,7 @@ def test_loader_options(tmpdir_, rating_range, on_duplicate, fmt):
     ("nohead.inter", b"1\t2\n", "must name a user_id"),
     ("badhead.csv", b"uid,iid,stars\n1,2,3\n", "no user column"),
 ])
-def test_loader_fixed_hostile_files(tmp_path, name, setup, fragment):
+def test_loader_refuses_hostile_files_clearly(tmp_path, name, setup, fragment):
     TRIED["loader fixed"] += 1
     p = tmp_path / name
     if setup == "dir":
@@ -499,7 +499,7 @@ def _load(tmp_path, name, data, **kw):
 
 @pytest.mark.parametrize("line", [b"9223372036854775808\t1\t5\t1\n",
                                   b"1\t99999999999999999999\t5\t1\n"])
-def test_bug_huge_ids_raise_overflow_error(tmp_path, line):
+def test_huge_ids_get_a_clear_error(tmp_path, line):
     with pytest.raises(DataError, match="id"):
         _load(tmp_path, "u.data", line)
 
@@ -510,7 +510,7 @@ def test_bug_huge_ids_raise_overflow_error(tmp_path, line):
     ("r.inter", b"user_id:token\titem_id:token\ttimestamp:float\n1\t1\t1e300\n"),
     ("u.data", b"1\t1\t5\t10000000000000001\n"),
 ])
-def test_bug_huge_timestamps_silently_wrong(tmp_path, name, data):
+def test_huge_timestamps_are_read_exactly_or_refused(tmp_path, name, data):
     # correct outcomes: the exact timestamp, or a DataError naming the line
     try:
         r = _load(tmp_path, name, data)
@@ -526,7 +526,7 @@ def test_bug_huge_timestamps_silently_wrong(tmp_path, name, data):
     b"user_id:token\titem_id:token\n\xff\t1\n\xfe\t2\n",
     b"user_id:token\titem_id:token\n007\t1\n7\t2\n",
 ])
-def test_bug_inter_tokens_merged(tmp_path, data):
+def test_inter_tokens_stay_distinct(tmp_path, data):
     try:
         r = _load(tmp_path, "x.inter", data)
     except DataError:
@@ -549,7 +549,7 @@ def test_bug_inter_tokens_merged(tmp_path, data):
 ], ids=["ctb-neg-user", "ctb-item-oob", "ctb-float-ids", "ctb-empty-lists",
         "nuw-mismatch", "nuw-item-oob", "nuw-empty-lists", "tail-mismatch", "tail-item-oob",
         "sqnorm-neg", "tw-text"])
-def test_bug_weighting_malformed_ids(call):
+def test_weighting_refuses_malformed_ids(call):
     try:
         call()
     except DpmtError:
@@ -570,7 +570,7 @@ def test_bug_weighting_malformed_ids(call):
 ], ids=["gamma-inf", "mu-inf", "budget-inf", "counts-overflow", "counts-underflow",
         "counts-underflow-shape", "ctb-overflow",
         "nuw-underflow", "ratios-overflow"])
-def test_bug_weighting_nonfinite_results(call):
+def test_weighting_never_returns_nonfinite_weights(call):
     try:
         out = call()
     except DpmtError:
@@ -580,7 +580,7 @@ def test_bug_weighting_nonfinite_results(call):
 
 
 @pytest.mark.parametrize("counts", [[math.nan, 1.0], [0.0, 1.0], [-1.0, 2.0]])
-def test_bug_weighting_jax_counts_unchecked(counts):
+def test_weighting_checks_jax_counts(counts):
     import jax.numpy as jnp
 
     try:

@@ -113,7 +113,7 @@ def test_gd_solver_runs_private_and_accounts_each_step(split):
 
 
 # -- the reference implementation's five accounting defects (README) -----------------------
-def test_defect1_label_range_enters_b_sensitivity():
+def test_b_noise_sensitivity_includes_the_label_range():
     """The b-noise sensitivity is √β·C·y_max, with labels clipped to |y| ≤ y_max."""
     from dpmt.solvers.ssp import ssp_sensitivities
 
@@ -126,7 +126,7 @@ def test_defect1_label_range_enters_b_sensitivity():
             if p.name == "iter0/ssp_b"] == [pytest.approx(s1)]
 
 
-def test_defect2_private_mean_charged_for_k_ratings():
+def test_private_mean_is_charged_for_all_k_ratings_of_a_user():
     from dpmt.privacy import private_mean
 
     _, (rs, rc) = private_mean(np.array([1.0, 5.0]), np.array([0, 0]), low=-3, high=2, k=7,
@@ -135,7 +135,7 @@ def test_defect2_private_mean_charged_for_k_ratings():
     assert rs.sensitivity == 7 * 3 and rc.sensitivity == 7
 
 
-def test_defect3_counts_released_and_charged_once(split, monkeypatch):
+def test_counts_are_released_and_charged_once_for_every_weight_scheme(split, monkeypatch):
     """tail and adaptive weights read one counts release, charged exactly once."""
     import dpmt.train.loop as tr
 
@@ -147,7 +147,7 @@ def test_defect3_counts_released_and_charged_once(split, monkeypatch):
     assert [r.name for r in res.ledger.releases].count("item_counts") == 1
 
 
-def test_defect4_training_never_reads_exact_counts(split, monkeypatch):
+def test_training_never_reads_exact_counts(split, monkeypatch):
     """Exact item counts are read only for the evaluation buckets, never by training."""
     from dpmt.data.ratings import Ratings
 
@@ -159,7 +159,7 @@ def test_defect4_training_never_reads_exact_counts(split, monkeypatch):
         fit(split.train, TrainConfig(weights=w, epsilon=4.0, **SMALL))  # no evaluation
 
 
-def test_defect5_sampled_gd_is_poisson_and_accounted_as_poisson():
+def test_sampled_gd_draws_poisson_batches_and_is_accounted_as_poisson():
     import dp_accounting
 
     from dpmt.solvers.noisy_gd import noisy_gd_dp_event, poisson_sample

@@ -11,146 +11,13 @@ one clear message and exits with status 2; no traceback from inside numpy or JAX
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import math
 import os
 import sys
 
 from dpmt.errors import ConfigError, DpmtError
 
-PRIVACY_UNIT_HELP = ("Privacy unit: one user (add/remove-one) — everything a user rated is "
-                     "protected together.")
-
-GROUP_TITLES = {
-    "data": "data",
-    "model": "model (alternating minimisation)",
-    "weights": "weights w_ij (Krichene et al. 2023)",
-    "solver": "solver",
-    "privacy": "privacy (" + PRIVACY_UNIT_HELP + ")",
-    "execution": "execution (cannot change the model)",
-}
-
-# compare sweeps these itself (--weight-grid, --epsilons, --solvers; baselines are separate)
-COMPARE_SWEPT = ("weights", "epsilon", "solver", "private")
-
-
-# -- generated arguments ---------------------------------------------------------------------
-def _parse_number(flag: str, kind: str, nullable: bool = False):
-    def parse(s: str):
-        if nullable and s.strip().lower() in ("none", "auto"):
-            return None
-        try:
-            return int(s) if kind == "int" else float(s)   # NaN/inf: the config refuses them
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{flag} must be {'an integer' if kind == 'int' else 'a number'} "
-                f"(invalid {'int' if kind == 'int' else 'float'} value: {s!r})") from None
-    return parse
-
-
-def _flag(f: dataclasses.Field, prefix: str) -> str:
-    return f.metadata.get("flag") or "--" + (prefix + f.name).replace("_", "-")
-
-
-def config_fields(cls, prefix: str = ""):
-    """(field, flag, dest) of every CLI field of ``cls`` (``gd`` expands to ``--gd-*``)."""
-    from dpmt.config import GDConfig, TrainConfig
-
-    out = []
-    for f in dataclasses.fields(cls):
-        if cls is TrainConfig and f.name == "gd":
-            out += config_fields(GDConfig, "gd_")
-            continue
-        if not f.metadata.get("cli", True):
-            continue
-        out.append((f, _flag(f, prefix), prefix + f.name))
-    return out
-
-
-def add_config_arguments(p: argparse.ArgumentParser, *, skip=(), execution: bool = True
-                         ) -> None:
-    """One option per config field, in argument groups, help and default from the field."""
-    from dpmt.config import ExecutionConfig, GDConfig, TrainConfig
-
-    defaults = {**{f.name: f.default for f in dataclasses.fields(TrainConfig)
-                   if f.name != "gd"},
-                **{"gd_" + f.name: f.default for f in dataclasses.fields(GDConfig)},
-                **{f.name: f.default for f in dataclasses.fields(ExecutionConfig)}}
-    groups: dict[str, argparse._ArgumentGroup] = {}
-    specs = config_fields(TrainConfig) + (config_fields(ExecutionConfig) if execution else [])
-    for f, flag, dest in specs:
-        if f.name in skip:
-            continue
-        md = f.metadata
-        group = md.get("group", "model")
-        if group not in groups:
-            groups[group] = p.add_argument_group(GROUP_TITLES.get(group, group))
-        g = groups[group]
-        default = defaults[dest]
-        nullable = str(f.type).endswith("| None")
-        kind = str(f.type).replace(" | None", "")
-        if kind == "bool":      # a flag that turns the default off (--no-privacy, --quiet)
-            g.add_argument(flag, dest=dest, action="store_false" if default else "store_true",
-                           default=default, help=md["help"])
-            continue
-        shown = md.get("none") if default is None else default
-        help_text = f"{md['help']} (default: {shown}"
-        help_text += (f"; none: {md['none']})" if nullable and default is not None
-                      and md.get("none") else ")")
-        kw = dict(dest=dest, default=default, help=help_text.replace("%", "%%"))
-        if md.get("choices"):
-            kw["choices"] = md["choices"]
-        if md.get("metavar"):
-            kw["metavar"] = md["metavar"]
-        if kind in ("int", "float"):
-            kw["type"] = _parse_number(flag, kind, nullable)
-            kw.setdefault("metavar", "N" if kind == "int" else "X")
-        g.add_argument(flag, **kw)
-
-
-def _config_error(e: ConfigError) -> ConfigError:
-    """Name the CLI flag in a config error (``gd.steps must …`` → ``--gd-steps must …``)."""
-    from dpmt.config import ExecutionConfig, TrainConfig
-
-    msg = str(e)
-    for f, flag, dest in config_fields(TrainConfig) + config_fields(ExecutionConfig):
-        for name in (dest.replace("gd_", "gd.", 1) if dest.startswith("gd_") else dest,):
-            if msg.startswith(name + " "):
-                return ConfigError(flag + msg[len(name):])
-    return e
-
-
-def config_from_args(args, **overrides):
-    """(TrainConfig, ExecutionConfig) from parsed arguments (fields absent from ``args`` keep
-    their defaults); ``overrides`` replace TrainConfig fields."""
-    from dpmt.config import ExecutionConfig, GDConfig, TrainConfig
-
-    top, gd, ex = {}, {}, {}
-    for f, flag, dest in config_fields(TrainConfig):
-        if hasattr(args, dest):
-            (gd if dest.startswith("gd_") else top)[dest[3:] if dest.startswith("gd_")
-                                                    else dest] = getattr(args, dest)
-    for f, flag, dest in config_fields(ExecutionConfig):
-        if hasattr(args, dest):
-            ex[dest] = getattr(args, dest)
-    top.update(overrides)
-    try:
-        return TrainConfig(gd=GDConfig(**gd), **top), ExecutionConfig(**ex)
-    except ConfigError as e:
-        raise _config_error(e) from None
-
-
-def _changed_flags(args) -> list[str]:
-    """The model/privacy flags whose value differs from the default."""
-    from dpmt.config import TrainConfig
-
-    d = TrainConfig()
-    base = {**{k: v for k, v in d.to_dict().items() if k != "gd"},
-            **{"gd_" + k: v for k, v in d.to_dict()["gd"].items()}}
-    return [flag for f, flag, dest in config_fields(TrainConfig)
-            if hasattr(args, dest) and getattr(args, dest) != base.get(dest)
-            and not (isinstance(base.get(dest), tuple))]
-
+from dpmt.apps.args import (COMPARE_SWEPT, PRIVACY_UNIT_HELP, add_config_arguments,
+                            changed_flags, config_from_args, parse_number)
 
 # -- subcommands ------------------------------------------------------------------------------
 def cmd_fetch(args) -> int:
@@ -177,7 +44,7 @@ def cmd_train(args) -> int:
     if args.resume:
         if args.out is not None:
             raise ConfigError("--resume RUN_DIR continues in RUN_DIR; drop --out")
-        changed = _changed_flags(args)
+        changed = changed_flags(args)
         if changed:
             raise ConfigError(f"--resume takes every model and privacy setting from "
                               f"{args.resume}/config.json; drop {', '.join(changed)} (only "
@@ -353,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--model", required=True, metavar="DIR", help="a saved model / run directory")
     r.add_argument("--items", required=True, metavar="ID,ID,...",
                    help="raw ids of the items the user liked (e.g. 50,172,133)")
-    r.add_argument("-k", type=_parse_number("-k", "int"), default=10,
+    r.add_argument("-k", type=parse_number("-k", "int"), default=10,
                    help="how many (default: 10)")
     r.add_argument("--data-dir", default="data", help="where to find item titles (default: data)")
     r.set_defaults(func=cmd_recommend)
@@ -361,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("similar", help="items most similar to one item, from a saved model")
     s.add_argument("--model", required=True, metavar="DIR", help="a saved model / run directory")
     s.add_argument("--item", required=True, metavar="ID", help="raw item id")
-    s.add_argument("-k", type=_parse_number("-k", "int"), default=10,
+    s.add_argument("-k", type=parse_number("-k", "int"), default=10,
                    help="how many, the item itself first (default: 10)")
     s.add_argument("--data-dir", default="data", help="where to find item titles (default: data)")
     s.set_defaults(func=cmd_similar)
@@ -374,11 +241,11 @@ def build_parser() -> argparse.ArgumentParser:
                    metavar="W", help="weights to compare: uniform, tail, adaptive, "
                                      "adaptive-normalized; adaptive:MU sets μ (default: uniform "
                                      "tail adaptive)")
-    c.add_argument("--epsilons", nargs="+", type=_parse_number("--epsilons", "float"),
+    c.add_argument("--epsilons", nargs="+", type=parse_number("--epsilons", "float"),
                    default=[5.0], metavar="EPS", help="target ε of each private run (default: 5)")
     c.add_argument("--solvers", nargs="+", choices=["ssp", "gd"], default=["ssp"],
                    help="private item steps to compare (default: ssp)")
-    c.add_argument("--seeds", nargs="+", type=_parse_number("--seeds", "int"), default=[0],
+    c.add_argument("--seeds", nargs="+", type=parse_number("--seeds", "int"), default=[0],
                    metavar="SEED", help="seeds; each gives its own split (default: 0)")
     c.add_argument("--baselines", action=argparse.BooleanOptionalAction, default=True,
                    help="also run popularity (exact and private) and non-private ALS")
@@ -417,6 +284,22 @@ def main(argv=None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    return _dispatch(args)
+
+
+def script_main(command: str, prog: str, argv=None) -> int:
+    """One subcommand as a stand-alone script (``scripts/train_movielens.py``): its own
+    usage line and ``--help`` under the script's name."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    sp = sub.choices[command]
+    sp.prog = prog
+    args = sp.parse_args(argv)
+    args.command = command
+    return _dispatch(args)
+
+
+def _dispatch(args) -> int:
     try:
         devices = getattr(args, "devices", 1)
         if isinstance(devices, int) and devices > 1:   # before anything starts JAX's backend

@@ -19,7 +19,7 @@ import numpy as np
 
 from dpmt.config import TrainConfig
 from dpmt.errors import ConfigError
-from dpmt._io import atomic_write_text
+from dpmt._io import atomic_write_bytes, atomic_write_text
 from dpmt.privacy.ledger import PRIVACY_UNIT
 
 METRIC = "recall@20"
@@ -95,7 +95,6 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
 
     rows = []
     total = len(points) * len(seeds)
-    done = 0
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -237,10 +236,12 @@ def plot_buckets(summary: list[dict], path: Path, title: str) -> None:
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=120)
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
     plt.close(fig)
-    tmp.replace(path)
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def write_outputs(rows, out: Path, title: str) -> str:
@@ -267,7 +268,7 @@ def _write_csv(rows: list[dict], path: Path) -> None:
 
 
 def compare_main(args) -> int:
-    from dpmt.apps.cli import config_from_args
+    from dpmt.apps.args import config_from_args
 
     base, ex = config_from_args(args)
     points = build_grid(base, args.weight_grid, args.epsilons, args.solvers, args.baselines)

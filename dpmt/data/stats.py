@@ -54,8 +54,9 @@ def summary(r: Ratings) -> dict:
         min/p10/p25/p50/p75/p90/p99/max of n_i, linear interpolation), ``items_le_5``
         (items with n_i <= 5, zero included), and ``buckets``: a list of
         :data:`N_BUCKETS` dicts (``items``, ``min_count``, ``max_count``, ``share``) for
-        items sorted by n_i descending (ties by index) and cut into equal-size buckets,
-        head first.
+        items sorted by n_i ascending (ties by index) and cut into equal-size buckets,
+        tail first — the buckets of the evaluation (:func:`dpmt.metrics.popularity_buckets`),
+        numbered B1 (tail) … B5 (head) in every report.
     """
     if r.nnz == 0 or r.n_items == 0:
         raise DataError(f"cannot summarise {r.name!r}: it has no ratings")
@@ -66,7 +67,7 @@ def summary(r: Ratings) -> dict:
     sorted_counts = n_i[by_pop]
     top = max(1, math.ceil(0.1 * r.n_items))
     buckets = []
-    for chunk in np.array_split(sorted_counts, N_BUCKETS):
+    for chunk in np.array_split(n_i[np.argsort(n_i, kind="stable")], N_BUCKETS):
         if len(chunk) == 0:
             continue
         buckets.append({"items": int(len(chunk)), "min_count": int(chunk.min()),
@@ -126,9 +127,12 @@ def format_summary(d: dict) -> str:
     out += ["", "  Ratings per item (n_i) quantiles:",
             "    " + "  ".join(f"{k:>7}" for k in q),
             "    " + "  ".join(f"{_num(v):>7}" for v in q.values())]
-    out += ["", "  Items by popularity, equal-size buckets (head first):",
-            f"    {'bucket':<8}{'items':>9}{'n_i range':>20}{'share':>9}"]
+    out += ["", "  Items by popularity, equal-size buckets (B1 = tail, as in the reports):",
+            f"    {'bucket':<10}{'items':>9}{'n_i range':>20}{'share':>9}"]
+    nb = len(d["buckets"])
     for b, bk in enumerate(d["buckets"], start=1):
         rng = f"{_num(bk['min_count'])} .. {_num(bk['max_count'])}"
-        out.append(f"    {b:<8}{_num(bk['items']):>9}{rng:>20}{bk['share']:>9.1%}")
+        tag = " tail" if b == 1 else " head" if b == nb else ""
+        out.append(f"    {'B' + str(b) + tag:<10}{_num(bk['items']):>9}{rng:>20}"
+                   f"{bk['share']:>9.1%}")
     return "\n".join(out)

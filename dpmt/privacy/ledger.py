@@ -24,6 +24,7 @@ from typing import Any, Iterable
 
 import dp_accounting
 
+from dpmt._io import atomic_write_text
 from dpmt.errors import ConfigError, PrivacyBudgetError, check_range
 
 PRIVACY_UNIT = "one user (add/remove-one): all ratings of a user are protected together"
@@ -242,26 +243,6 @@ class PrivacyLedger:
         budget = "" if self.epsilon_budget is None else f" (budget {self.epsilon_budget:g})"
         lines.append(f"total: ε = {self._epsilon:.4f} at δ = {self.delta:g}{budget}")
         return "\n".join(lines)
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same folder and a rename, so a
-    crash never leaves a partial file under the final name."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 def gaussian_epsilon(noise_multiplier: float, delta: float, count: int = 1) -> float:

@@ -29,9 +29,9 @@ all processes' devices (``make_mesh()`` after initialising); arrays are built wi
 :func:`jax.make_array_from_callback`, so each process only materialises its own devices'
 shards. See ``scripts/multihost.py`` and docs/scaling.md.
 
-``dpmt.training.fit`` uses these for ``TrainConfig(devices=N)`` (``_Steps`` in
-dpmt/training.py; noisy GD through :func:`sharded_clipped_sum`); the memory and communication
-model of these steps is :mod:`dpmt.apps.scaling`.
+:func:`dpmt.solvers.steps.make_steps` picks these for ``ExecutionConfig(devices=N)`` (noisy
+GD shards through :func:`dpmt.solvers.noisy_gd.sharded_clipped_sum`); the memory and
+communication model of these steps is :mod:`dpmt.apps.scaling`.
 """
 
 from __future__ import annotations
@@ -46,8 +46,7 @@ from jax.sharding import PartitionSpec as P
 
 from dpmt.errors import ConfigError, check_range
 from dpmt.solvers import ssp
-from dpmt.solvers.layout import (Bucket, Layout, count_trace, gather_slots, map_row_blocks,
-                                 require_kind, weighted_gram)
+from dpmt.solvers.layout import Bucket, Layout, count_trace, map_row_blocks, require_kind
 from dpmt.solvers.user_step import clip_rows, solve_block, system_base
 
 AXIS = "rows"
@@ -155,7 +154,7 @@ def pad_layout(layout: Layout, multiple: int) -> Layout:
     empty = inv == layout.total_rows
     buckets, off, new_off = [], 0, 0
     for b in layout.buckets:
-        nc, r, L = b.n_chunks, b.chunk_rows, b.width
+        nc, r = b.n_chunks, b.chunk_rows
         r2 = -(-r // multiple) * multiple
         sel = (inv >= off) & (inv < off + nc * r)
         p = inv[sel] - off
@@ -321,67 +320,6 @@ def _sharded_users(mesh, sl, V, labels, weights, reg, alpha0, clip_norm):
 
         def block_solve(c):
             return solve_block(V, c, opt.get("labels"), opt.get("weights"), base)
-
-        lay = local_layout(buckets, layout)
-        outs = lay.map_chunks(lambda c: ssp.private_item_solve_chunk(
-            c, X, opt.get("weights"), opt.get("labels"), key, sigma_A, sigma_b, reg, extra_p,
-            **kw))
-        k = empty.shape[0]
-        th_e = ssp.private_rows_solve(jnp.zeros((k, d, d), jnp.float32),
-                                      jnp.zeros((k, d), jnp.float32), empty.astype(jnp.uint32),
-                                      key, sigma_A, sigma_b, reg, extra_p, **kw)
-        outs = [jax.lax.all_gather(o, axis, axis=1, tiled=True) for o in outs]
-        return outs, jax.lax.all_gather(th_e, axis, tiled=True)
-
-    specs_in = (list(bucket_specs(layout, axis)), P(axis), P(), P(), P(), P(), P(),
-                {k: P() for k in opt})
-    outs, th_e = jax.shard_map(local, mesh=mesh, in_specs=specs_in, check_vma=False,
-                               out_specs=([P()] * len(layout.buckets), P()))(
-        list(layout.buckets), sl.empty, X, key, sigma_A, sigma_b, reg, opt)
-    theta = layout.assemble(outs)
-    if noisy:  # unrated items: θ = (Π(E_i) + extra + λI)⁻¹ e_i; pad entries (= n_rows) dropped
-        theta = theta.at[sl.empty].set(th_e, mode="drop")
-    return theta
-
-
-# -- the user step ---------------------------------------------------------------------------
-def sharded_solve_users(mesh: Mesh, layout_by_user: ShardedLayout, V, labels=None,
-                        reg: float = 1.0, alpha0: float = 0.0, clip_norm: float | None = None,
-                        weights=None) -> jax.Array:
-    """:func:`dpmt.solvers.user_step.solve_users` with users split across the devices of
-    ``mesh``. Same arguments (``layout_by_user`` from :func:`shard_layout` of a user layout);
-    returns U float32 (n_users, d), replicated on every device of the mesh."""
-    _check(layout_by_user, mesh, "users", "sharded_solve_users")
-    for name, val in (("reg", reg), ("alpha0", alpha0)):
-        check_range(name, val, low=0)
-    if reg <= 0 and alpha0 <= 0:
-        raise ConfigError("sharded_solve_users needs reg > 0 or alpha0 > 0")
-    if clip_norm is not None:
-        check_range("clip_norm", clip_norm, low=0, low_open=True)
-    return _sharded_users(mesh, layout_by_user, replicate(_f32(V), mesh),
-                          replicate(_f32(labels), mesh), replicate(_f32(weights), mesh),
-                          replicate(np.float32(reg), mesh), replicate(np.float32(alpha0), mesh),
-                          None if clip_norm is None else replicate(np.float32(clip_norm), mesh))
-
-
-@jax.jit(static_argnames=("mesh",))
-def _sharded_users(mesh, sl, V, labels, weights, reg, alpha0, clip_norm):
-    count_trace("sharded_solve_users")
-    axis = axis_name(mesh)
-    layout = sl.layout
-    d = V.shape[-1]
-
-    opt = {k: v for k, v in (("labels", labels), ("weights", weights)) if v is not None}
-
-    def local(buckets, V, reg, alpha0, opt):
-        base = alpha0 * jnp.matmul(V.T, V, precision=jax.lax.Precision.HIGHEST) + \
-            reg * jnp.eye(d, dtype=jnp.float32)
-
-        def block_solve(c):
-            y = gather_slots(opt.get("labels"), c)
-            w = gather_slots(opt.get("weights"), c)
-            G, rhs = weighted_gram(V, c, w, y)
-            return cho_solve(cho_factor(G + base, lower=True), rhs[..., None])[..., 0]
 
         lay = local_layout(buckets, layout)
         outs = lay.map_chunks(lambda c: map_row_blocks(block_solve, c, dim=d))

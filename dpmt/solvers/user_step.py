@@ -1,7 +1,7 @@
 """The exact user step of alternating minimisation (never released: joint DP).
 
 For each user ``j`` with items ``I_j`` (Chien et al. 2021, "Private Alternating Least
-Squares", Algorithm 1 user update; step 1 of ``dpam_protocol.md`` §2):
+Squares", Algorithm 1, user update):
 
     u_j = (Σ_{i∈I_j} v_i v_iᵀ + α0 VᵀV + λ I)⁻¹ Σ_{i∈I_j} y_ij v_i,
     u_j ← u_j · min(1, C / ‖u_j‖)

@@ -1,0 +1,189 @@
+"""The layout shows the architecture: dependencies go one way, no import cycles, no module
+that mixes concerns by size, no import-time side effects, docstrings cite only what is here.
+
+Layers, lowest first: errors/_io/config → data → weighting, privacy → solvers → metrics,
+model → train → apps. ``experiments/`` sits outside the package and nothing in it is
+imported by ``dpmt``.
+"""
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PKG = ROOT / "dpmt"
+MAX_LINES = 600
+
+
+def _module_name(path: pathlib.Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, pathlib.Path]:
+    return {_module_name(p): p for p in PKG.rglob("*.py")}
+
+
+def _imports(path: pathlib.Path, known: set[str]) -> set[str]:
+    """Every dpmt module ``path`` imports, at module level or inside functions."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("dpmt"):
+                    out.add(a.name)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
+                and node.module.startswith("dpmt"):
+            for a in node.names:
+                sub = f"{node.module}.{a.name}"
+                out.add(sub if sub in known else node.module)
+    return {m for m in out if m in known}
+
+
+def _graph():
+    mods = _modules()
+    known = set(mods)
+    return {m: _imports(p, known) - {m} for m, p in mods.items()}
+
+
+def _sccs(graph):
+    """Tarjan's strongly connected components."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            out.append(comp)
+
+    sys.setrecursionlimit(10_000)
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycles():
+    g = _graph()
+    # a package's __init__ re-exports its submodules; an edge from a submodule to its own
+    # package's __init__ is the re-export, not a cycle of the design
+    for m in g:
+        g[m] = {t for t in g[m] if not m.startswith(t + ".")}
+    cycles = [sorted(c) for c in _sccs(g) if len(c) > 1]
+    assert cycles == []
+
+
+def test_a_cycle_is_detected():
+    """The detector itself can fail."""
+    assert [sorted(c) for c in _sccs({"a": {"b"}, "b": {"a"}, "c": set()}) if len(c) > 1] \
+        == [["a", "b"]]
+
+
+LAYER = {  # a module may import only from layers at or below its own
+    "dpmt.errors": 0, "dpmt._io": 0, "dpmt.config": 1, "dpmt.runtime": 0,
+    "dpmt.data": 2, "dpmt.weighting": 3, "dpmt.privacy": 3, "dpmt.audit": 3,
+    "dpmt.online": 3, "dpmt.solvers": 4, "dpmt.metrics": 5, "dpmt.model": 5,
+    "dpmt.train": 6, "dpmt.apps": 7, "dpmt": 8, "dpmt.__main__": 8,
+}
+
+
+def _layer(mod: str) -> int:
+    best = None
+    for prefix, lay in LAYER.items():
+        if mod == prefix or mod.startswith(prefix + "."):
+            if best is None or len(prefix) > len(best[0]):
+                best = (prefix, lay)
+    assert best is not None, f"{mod} has no layer: add it to LAYER"
+    return best[1]
+
+
+def test_dependencies_go_one_way():
+    bad = []
+    for m, targets in _graph().items():
+        if m == "dpmt":
+            continue
+        for t in targets:
+            if t == "dpmt":
+                continue
+            if _layer(t) > _layer(m):
+                bad.append(f"{m} (layer {_layer(m)}) imports {t} (layer {_layer(t)})")
+    assert bad == []
+
+
+def test_the_package_never_imports_the_experiments():
+    for p in PKG.rglob("*.py"):
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not any(n.split(".")[0] in ("experiments", "scripts", "tests")
+                           for n in names), p
+
+
+@pytest.mark.parametrize("path", sorted(PKG.rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_module_over_600_lines(path):
+    n = len(path.read_text(encoding="utf-8").splitlines())
+    assert n <= MAX_LINES, f"{path.relative_to(ROOT)} has {n} lines: split it by concern"
+
+
+def test_docstrings_cite_only_files_in_this_repository():
+    for p in list(PKG.rglob("*.py")) + list((ROOT / "experiments").rglob("*.py")):
+        text = p.read_text(encoding="utf-8")
+        for needle in ("shared/", "../shared", "dpam_protocol", "jdp_notes"):
+            assert needle not in text, f"{p.relative_to(ROOT)} cites {needle!r}"
+
+
+def test_importing_dpmt_changes_nothing_in_the_process():
+    """Importing every module leaves the LAPACK thread count (and the environment) alone;
+    thread limits are set by an explicit call (fit, the applications)."""
+    code = r"""
+import ctypes, os, importlib, pkgutil, sys
+import scipy.linalg.cython_lapack
+paths = sorted({l.split()[-1] for l in open('/proc/self/maps') if 'scipy_openblas' in l
+                and l.split()[-1].endswith('.so') and '64_' not in os.path.basename(l.split()[-1])})
+get = [getattr(ctypes.CDLL(p), 'scipy_openblas_get_num_threads', None) for p in paths]
+get = [g for g in get if g is not None]
+before = [g() for g in get]
+import jax, numpy  # their own import-time settings are not ours
+env = dict(os.environ)
+import dpmt
+for m in pkgutil.walk_packages(dpmt.__path__, 'dpmt.'):
+    if m.name.endswith('__main__'):
+        continue
+    importlib.import_module(m.name)
+after = [g() for g in get]
+assert before == after, (before, after)
+assert dict(os.environ) == env
+import dpmt.runtime
+if get:
+    dpmt.runtime.limit_lapack_threads(1)
+    assert [g() for g in get] == [1] * len(get)
+print('ok', before, after)
+"""
+    env = {"OPENBLAS_NUM_THREADS": "", "PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       cwd=ROOT, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.startswith("ok")
