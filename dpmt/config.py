@@ -34,6 +34,10 @@ ON_DUPLICATE = ("error", "keep-last")
 
 #: bumped when a serialised config changes meaning (saved models record it)
 CONFIG_VERSION = 2
+#: upper bound of the scale-like settings (λ, α0, C, β, G, η, noise ratios)
+BIG = 1e6
+#: largest embedding dimension (the d × d item systems; beyond it memory alone refuses)
+MAX_DIM = 4096
 
 
 def _f(default, help: str, group: str, *, choices=None, flag: str | None = None,
@@ -67,16 +71,16 @@ class GDConfig:
 
     def __post_init__(self):
         _check_finite(self)
-        check_range("gd.steps", self.steps, low=1, integer=True)
-        check_range("gd.learning_rate", self.learning_rate, low=0.0, low_open=True)
-        check_range("gd.clip", self.clip, low=0.0, low_open=True)
+        check_range("gd.steps", self.steps, low=1, high=100_000, integer=True)
+        check_range("gd.learning_rate", self.learning_rate, low=0.0, high=BIG, low_open=True)
+        check_range("gd.clip", self.clip, low=0.0, high=BIG, low_open=True)
         if self.sampling_rate is not None:
             # q = 1 is full batch: say so with None rather than a Poisson event of rate 1
             check_range("gd.sampling_rate", self.sampling_rate, low=0.0, high=1.0,
                         low_open=True, high_open=True)
         _check_choice("gd.optimizer", self.optimizer, OPTIMIZERS)
         _check_choice("gd.encoder", self.encoder, ENCODERS)
-        check_range("gd.mlp_hidden", self.mlp_hidden, low=1, integer=True)
+        check_range("gd.mlp_hidden", self.mlp_hidden, low=1, high=65_536, integer=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,33 +183,38 @@ class TrainConfig:
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise ConfigError(f"{name} must be a non-empty string "
                                   f"(got {getattr(self, name)!r})")
-        check_range("dim", self.dim, low=1, integer=True)
-        check_range("iterations", self.iterations, low=1, integer=True)
-        check_range("reg", self.reg, low=0.0, low_open=True)
-        check_range("gravity", self.gravity, low=0.0)
-        check_range("user_clip", self.user_clip, low=0.0, low_open=True)
-        check_range("init_scale", self.init_scale, low=0.0, low_open=True)
-        check_range("gamma", self.gamma, low=0.0)
+        # upper bounds: beyond them a run is meaningless or overflows float32/float64 (they
+        # are far outside anything useful, and refusing is better than a NaN or a traceback)
+        check_range("dim", self.dim, low=1, high=MAX_DIM, integer=True)
+        check_range("iterations", self.iterations, low=1, high=10_000, integer=True)
+        check_range("reg", self.reg, low=0.0, high=BIG, low_open=True)
+        check_range("gravity", self.gravity, low=0.0, high=BIG)
+        check_range("user_clip", self.user_clip, low=0.0, high=BIG, low_open=True)
+        check_range("init_scale", self.init_scale, low=0.0, high=BIG, low_open=True)
+        check_range("gamma", self.gamma, low=0.0, high=BIG)
         if self.mu is not None:
-            check_range("mu", self.mu, low=0.0)
-        check_range("budget", self.budget, low=0.0, low_open=True)
+            check_range("mu", self.mu, low=0.0, high=BIG)
+        check_range("budget", self.budget, low=0.0, high=BIG, low_open=True)
         if self.count_cap is not None:
-            check_range("count_cap", self.count_cap, low=1, integer=True)
+            check_range("count_cap", self.count_cap, low=1, high=10**9, integer=True)
         if not isinstance(self.private, bool):
             raise ConfigError(f"private must be True or False (got {self.private!r})")
-        check_range("epsilon", self.epsilon, low=0.0, low_open=True)
-        check_range("delta", self.delta, low=0.0, high=1.0, low_open=True, high_open=True)
+        # ε: below 0.01 no run is useful; above 100 the guarantee means nothing and
+        # dp_accounting cannot calibrate reliably. δ: below 1e-12 PLD accounting is
+        # numerically unreliable; above 0.1 it protects nobody.
+        check_range("epsilon", self.epsilon, low=0.01, high=100.0)
+        check_range("delta", self.delta, low=1e-12, high=0.1)
         if self.count_noise_multiplier is not None:
             check_range("count_noise_multiplier", self.count_noise_multiplier, low=0.0,
-                        low_open=True)
+                        high=BIG, low_open=True)
         for r in ("count_noise_ratio", "b_noise_ratio", "gram_noise_ratio"):
-            check_range(r, getattr(self, r), low=0.0, low_open=True)
+            check_range(r, getattr(self, r), low=0.0, high=BIG, low_open=True)
         check_range("positive_threshold", self.positive_threshold)
         if len(self.split_fractions) != 3 or any(f < 0 for f in self.split_fractions) or \
                 abs(sum(self.split_fractions) - 1.0) > 1e-6:
             raise ConfigError("split_fractions must be three non-negative numbers summing to 1 "
                               f"(got {self.split_fractions})")
-        check_range("heldout_users", self.heldout_users, low=1, integer=True)
+        check_range("heldout_users", self.heldout_users, low=1, high=10**8, integer=True)
         # a seed becomes a JAX PRNG key (uint32 pair) and a numpy seed: keep it in range
         check_range("seed", self.seed, low=0, high=2**31 - 1, integer=True)
         if self.weights in ("uniform", "tail") and not float(self.budget).is_integer():

@@ -93,23 +93,26 @@ def _check_message(err, flag, given, allowed):
 
 # (flag, bad value, the allowed-range wording that must appear)
 TRAIN_ARGS = [
-    ("--epsilon", "0", "> 0"), ("--epsilon", "-1", "> 0"), ("--epsilon", "nan", "> 0"),
+    ("--epsilon", "0", "in [0.01, 100]"), ("--epsilon", "-1", "in [0.01, 100]"),
+    ("--epsilon", "nan", "in [0.01, 100]"), ("--epsilon", "1e9", "in [0.01, 100]"),
     ("--epsilon", "abc", "a number"),
-    ("--delta", "0", "in (0, 1)"), ("--delta", "1", "in (0, 1)"),
-    ("--delta", "1.5", "in (0, 1)"), ("--delta", "-1e-5", "in (0, 1)"),
-    ("--delta", "nan", "in (0, 1)"),
-    ("--dim", "0", ">= 1"), ("--dim", "-3", ">= 1"), ("--dim", "1.5", "integer"),
-    ("--iterations", "0", ">= 1"), ("--heldout-users", "0", ">= 1"),
-    ("--reg", "0", "> 0"), ("--reg", "-1", "> 0"),
-    ("--gravity", "-0.1", ">= 0"), ("--gravity", "x", "a number"),
-    ("--user-clip", "0", "> 0"),
-    ("--mu", "-0.5", ">= 0"), ("--mu", "nan", ">= 0"),
-    ("--gamma", "-1", ">= 0"),
-    ("--budget", "0", "> 0"), ("--budget", "-5", "> 0"),
-    ("--gd-steps", "0", ">= 1"), ("--gd-learning-rate", "0", "> 0"),
-    ("--gd-clip", "0", "> 0"), ("--gd-clip", "-2", "> 0"),
+    ("--delta", "0", "in [1e-12, 0.1]"), ("--delta", "1", "in [1e-12, 0.1]"),
+    ("--delta", "1.5", "in [1e-12, 0.1]"), ("--delta", "-1e-5", "in [1e-12, 0.1]"),
+    ("--delta", "nan", "in [1e-12, 0.1]"), ("--delta", "1e-300", "in [1e-12, 0.1]"),
+    ("--user-clip", "1e300", "in (0, 1000000]"), ("--budget", "1e300", "in (0, 1000000]"),
+    ("--dim", "100000", "in [1, 4096]"),
+    ("--dim", "0", "in [1, 4096]"), ("--dim", "-3", "in [1, 4096]"), ("--dim", "1.5", "integer"),
+    ("--iterations", "0", "in [1, 10000]"), ("--heldout-users", "0", "in [1, 100000000]"),
+    ("--reg", "0", "in (0, 1000000]"), ("--reg", "-1", "in (0, 1000000]"),
+    ("--gravity", "-0.1", "in [0, 1000000]"), ("--gravity", "x", "a number"),
+    ("--user-clip", "0", "in (0, 1000000]"),
+    ("--mu", "-0.5", "in [0, 1000000]"), ("--mu", "nan", "in [0, 1000000]"),
+    ("--gamma", "-1", "in [0, 1000000]"),
+    ("--budget", "0", "in (0, 1000000]"), ("--budget", "-5", "in (0, 1000000]"),
+    ("--gd-steps", "0", "in [1, 100000]"), ("--gd-learning-rate", "0", "in (0, 1000000]"),
+    ("--gd-clip", "0", "in (0, 1000000]"), ("--gd-clip", "-2", "in (0, 1000000]"),
     ("--gd-sampling-rate", "0", "in (0, 1)"), ("--gd-sampling-rate", "1.5", "in (0, 1)"),
-    ("--count-noise", "0", "> 0"), ("--count-noise", "-1", "> 0"),
+    ("--count-noise", "0", "in (0, 1000000]"), ("--count-noise", "-1", "in (0, 1000000]"),
     ("--seed", "-1", "in [0, 2147483647]"), ("--seed", "1.5", "int"),
     ("--positive-threshold", "nan", "not NaN"), ("--positive-threshold", "x", "float"),
 ]
@@ -127,7 +130,8 @@ def test_train_and_compare_reject_out_of_range(cmd, flag, bad, allowed, tripwire
 
 
 COMPARE_ARGS = [
-    ("--epsilons", "0", "> 0"), ("--epsilons", "-3", "> 0"), ("--epsilons", "nan", "> 0"),
+    ("--epsilons", "0", "in [0.01, 100]"), ("--epsilons", "-3", "in [0.01, 100]"),
+    ("--epsilons", "nan", "in [0.01, 100]"),
     ("--seeds", "x", "int"),
 ]
 
@@ -142,7 +146,7 @@ def test_compare_grid_arguments(flag, bad, allowed, tripwires, capsys, tmp_path)
 
 
 @pytest.mark.parametrize("spec,fragment", [
-    ("adaptive:-1", "mu must be >= 0"), ("adaptive:nan", "mu"), ("bogus", "unknown weights"),
+    ("adaptive:-1", "mu must be in [0, 1000000]"), ("adaptive:nan", "mu"), ("bogus", "unknown weights"),
     ("adaptive:x", "bad μ"),
 ])
 def test_compare_weight_grid(spec, fragment, tripwires, capsys, tmp_path):

@@ -195,10 +195,10 @@ def test_run_writes_complete_run_directory(tmp_path):
 
 
 @pytest.mark.parametrize("bad, msg", [
-    (dict(epsilon=0.0), "epsilon must be > 0"),
-    (dict(delta=1.0), r"delta must be in \(0, 1\)"),
-    (dict(dim=0), "dim must be >= 1"),
-    (dict(mu=-1.0), "mu must be >= 0"),
+    (dict(epsilon=0.0), r"epsilon must be in \[0.01, 100\]"),
+    (dict(delta=1.0), r"delta must be in \[1e-12, 0.1\]"),
+    (dict(dim=0), r"dim must be in \[1, 4096\]"),
+    (dict(mu=-1.0), r"mu must be in \[0, 1000000\]"),
     (dict(weights="nope"), "weights must be one of"),
     (dict(solver="ssp", gd=GDConfig(encoder="mlp")), "needs solver='gd'"),
     (dict(gd=dict(steps=3)), "gd must be a GDConfig"),

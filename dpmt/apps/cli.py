@@ -167,7 +167,7 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="dpmt",
+        prog="dpmt", allow_abbrev=False,
         description="Differentially private multi-task recommender training (user-level DP, "
                     "adaptive task weights; Krichene et al. 2023). " + PRIVACY_UNIT_HELP,
         formatter_class=_Formatter,
@@ -183,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p.add_argument("--version", action="version", version=f"dpmt {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    # no abbreviations: `compare --epsilon 1` must not silently mean `--epsilons 1`
+    _add = sub.add_parser
+    sub.add_parser = lambda *a, **k: _add(*a, allow_abbrev=False, **k)
 
     f = sub.add_parser("fetch", help="download a MovieLens dataset into data/ (offline fallback "
                                      "for ml-100k)")
@@ -252,7 +255,13 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--eval-set", choices=["validation", "test"], default="test",
                    help="which held-out split to report (default: test)")
     c.add_argument("--out", default="runs/compare", metavar="DIR",
-                   help="output folder for table/CSV/PNG (default: runs/compare)")
+                   help="output folder for table/CSV/PNG; every finished cell is kept in "
+                        "DIR/cells.json (default: runs/compare)")
+    c.add_argument("--resume", action="store_true",
+                   help="continue an interrupted grid in --out (same arguments): finished "
+                        "cells are not run again")
+    c.add_argument("--overwrite", action="store_true",
+                   help="start the grid again in an --out that holds an earlier one")
     c.set_defaults(func=cmd_compare)
 
     st = sub.add_parser("stream", help="JDP online prediction over a ratings stream")

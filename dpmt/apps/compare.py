@@ -83,8 +83,14 @@ def validate_grid(points: list[GridPoint], seeds, epsilons=()) -> None:
 
 
 def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = "test",
-             progress: bool = True, execution=None) -> list[dict]:
-    """Run every grid point for every seed; one result row per (point, seed)."""
+             progress: bool = True, execution=None, *, done: list[dict] | None = None,
+             on_cell=None) -> list[dict]:
+    """Run every grid point for every seed; one result row per (point, seed), plus one
+    private-popularity row per (ε, seed) from the first private run's released counts.
+
+    ``done``: rows of an earlier, interrupted run of the same grid — their cells are not run
+    again. ``on_cell(rows)`` is called with all rows so far after every finished cell (the
+    CLI saves them, so Ctrl-C or a crash loses at most the cell in progress)."""
     from dpmt.config import ExecutionConfig
     from dpmt.train.evaluate import popularity_metrics, private_popularity_metrics
     from dpmt.train.loop import fit
@@ -93,18 +99,24 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
     ex = execution or ExecutionConfig(progress=progress)
     quiet = dataclasses.replace(ex, progress=False)
 
-    rows = []
+    rows = list(done or [])
+    finished = {(r["method"], int(r["seed"])) for r in rows}
     total = len(points) * len(seeds)
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=total, desc="grid", unit="run")
+        bar = tqdm(total=total, desc="grid", unit="run",
+                   initial=sum((p.label, int(s)) in finished for p in points for s in seeds))
     for seed in seeds:
+        todo = [p for p in points if (p.label, int(seed)) not in finished]
+        if not todo:
+            continue
         split = prepare_data(base.replace(seed=int(seed)), quiet)
         es = split.test if eval_set == "test" else split.validation
-        private_pop_done: set[float] = set()
-        for p in points:
+        private_pop_done = {float(r["epsilon"]) for r in rows if int(r["seed"]) == int(seed)
+                            and r["method"].startswith("private popularity")}
+        for p in todo:
             t0 = time.time()
             if p.config is None:
                 m = popularity_metrics(split.train, es)
@@ -123,12 +135,17 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
                                                 res.privacy_summary())
                 rows.append(_row(f"private popularity ε={p.config.epsilon:g}", seed, eps,
                                  None, pm, 0.0, 0.0))
+            if on_cell is not None:
+                on_cell(rows)
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(last=f"{p.label}: {rows[-1]['recall@20']:.3f}")
     if bar is not None:
         bar.close()
-    return rows
+    order = {(p.label, int(s)): k for k, (s, p) in enumerate((s, p) for s in seeds
+                                                             for p in points)}
+    return sorted(rows, key=lambda r: (int(r["seed"]), order.get((r["method"], int(r["seed"])),
+                                                                 len(order))))
 
 
 def _row(label, seed, eps, config, m, seconds, compile_seconds) -> dict:
@@ -267,17 +284,71 @@ def _write_csv(rows: list[dict], path: Path) -> None:
     atomic_write_text(path, buf.getvalue())
 
 
+CELLS_FILE = "cells.json"
+
+
+def _grid_fingerprint(base: TrainConfig, points, seeds, eval_set) -> str:
+    import hashlib
+    import json
+
+    spec = {"base": base.to_dict(), "eval_set": eval_set, "seeds": [int(x) for x in seeds],
+            "points": [[p.label, None if p.config is None else p.config.to_dict()]
+                       for p in points]}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def check_compare_output(out: Path, *, resume: bool, overwrite: bool) -> None:
+    """Refuse an --out that cannot take the grid, before anything trains."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; give a folder for the tables and plots")
+    for parent in out.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ConfigError(f"--out {out}: {parent} is a file, not a folder")
+            break
+    cells = out / CELLS_FILE
+    if cells.exists() and not (resume or overwrite):
+        raise ConfigError(f"{out} holds the cells of an earlier grid; continue it with "
+                          "--resume, or pass --overwrite to start again")
+    if resume and not cells.exists():
+        raise ConfigError(f"nothing to resume in {out}: no {CELLS_FILE} there")
+
+
 def compare_main(args) -> int:
+    import json
+
+    from dpmt._io import atomic_write_json, jsonable
     from dpmt.apps.args import config_from_args
 
     base, ex = config_from_args(args)
+    out = Path(args.out)
+    check_compare_output(out, resume=args.resume, overwrite=args.overwrite)
     points = build_grid(base, args.weight_grid, args.epsilons, args.solvers, args.baselines)
     validate_grid(points, args.seeds, args.epsilons)
+    fp = _grid_fingerprint(base, points, args.seeds, args.eval_set)
+    done = []
+    if args.resume:
+        try:
+            saved = json.loads((out / CELLS_FILE).read_text(encoding="utf-8"))
+            ok = isinstance(saved, dict) and isinstance(saved.get("rows"), list)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            ok = False
+        if not ok:
+            raise ConfigError(f"{out / CELLS_FILE} is corrupted; start again with --overwrite")
+        if saved.get("fingerprint") != fp:
+            raise ConfigError(f"{out} holds a different grid (other settings, methods, ε or "
+                              "seeds); resume with the same arguments or use another --out")
+        done = [{k: (float(v) if v in ("inf", "-inf") else (math.nan if v is None else v))
+                 for k, v in r.items()} for r in saved["rows"]]
+
+    def save(rows):
+        atomic_write_json(out / CELLS_FILE, {"fingerprint": fp, "rows": jsonable(rows)})
+
     rows = run_grid(base, points, args.seeds, eval_set=args.eval_set, progress=ex.progress,
-                    execution=ex)
+                    execution=ex, done=done, on_cell=save)
     title = (f"{base.dataset}, {args.eval_set} Recall@20, δ={base.delta:g}, d={base.dim}, "
              f"seeds {list(args.seeds)}")
-    table = write_outputs(rows, Path(args.out), title)
+    table = write_outputs(rows, out, title)
     print(table)
     print(f"\nprivacy unit: {PRIVACY_UNIT}\nwrote {args.out}/summary.md, summary.csv, "
           f"results.csv, head_tail.png")

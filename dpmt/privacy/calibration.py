@@ -23,6 +23,8 @@ import dp_accounting
 from dpmt.errors import ConfigError, PrivacyBudgetError, check_range
 from dpmt.privacy.ledger import Release, epsilon_of, make_accountant
 
+log = logging.getLogger("dpmt.privacy.calibration")
+
 
 @dataclasses.dataclass(frozen=True)
 class PlannedRelease:
@@ -136,22 +138,31 @@ def _calibrate(plan: list[PlannedRelease], epsilon: float, delta: float,
         # needs (PLD is tighter). PLD then refines inside [lower, s_rdp], with lower pushed
         # down until it overspends (small multipliers make PLD grids huge, so never start
         # from a tiny guess).
-        s_rdp = dp_accounting.calibrate_dp_mechanism(
-            lambda: make_accountant("rdp"), make_event, epsilon, delta,
-            bracket_interval=dp_accounting.LowerEndpointAndGuess(1e-2, 1.0), tol=1e-6)
-        if accountant == "rdp":
-            scale = s_rdp
-        else:
-            lower = 0.5 * s_rdp
-            while _eps(make_event(lower), delta, accountant) <= epsilon:
-                lower *= 0.5
-            scale = dp_accounting.calibrate_dp_mechanism(
-                lambda: make_accountant(accountant), make_event, epsilon, delta,
-                bracket_interval=dp_accounting.ExplicitBracketInterval(lower, s_rdp),
-                tol=tol * lower)
-    except (ValueError, RuntimeError, ArithmeticError) as e:
-        raise PrivacyBudgetError(f"could not calibrate noise for ε={epsilon:g}, δ={delta:g}: "
-                                 f"{e}") from None
+        try:
+            s_rdp = dp_accounting.calibrate_dp_mechanism(
+                lambda: make_accountant("rdp"), make_event, epsilon, delta,
+                bracket_interval=dp_accounting.LowerEndpointAndGuess(1e-2, 1.0), tol=1e-6)
+        except Exception as e:     # dp_accounting's bracketing/brentq errors: out of reach
+            raise PrivacyBudgetError(
+                f"no noise level reaches ε = {epsilon:g} at δ = {delta:g} for these "
+                f"{sum(p.count for p in plan)} releases ({type(e).__name__}); raise ε or δ, "
+                "or make fewer releases (fewer --iterations / --gd-steps)") from None
+        scale = s_rdp
+        if accountant != "rdp":
+            try:
+                lower = 0.5 * s_rdp
+                while _eps(make_event(lower), delta, accountant) <= epsilon:
+                    lower *= 0.5
+                scale = dp_accounting.calibrate_dp_mechanism(
+                    lambda: make_accountant(accountant), make_event, epsilon, delta,
+                    bracket_interval=dp_accounting.ExplicitBracketInterval(lower, s_rdp),
+                    tol=tol * lower)
+            except Exception:      # noqa: BLE001
+                # the PLD refinement failed numerically: keep the RDP scale, which meets the
+                # target under PLD too (RDP's ε upper-bounds PLD's) — noisier, never weaker
+                log.warning("PLD calibration failed at ε=%g, δ=%g; using the RDP noise scale",
+                            epsilon, delta)
+                scale = s_rdp
     finally:
         absl_log.setLevel(level)
     releases = tuple(p.release(scale) for p in plan)

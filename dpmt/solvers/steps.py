@@ -96,6 +96,20 @@ class Steps:
         return sharding.sharded_solve_users(self.mesh, self.users, V, labels=self.labels, **kw)
 
 
+def estimate_bytes(n_users: int, n_items: int, nnz: int, dim: int) -> int:
+    """Rough peak host/device bytes of a training run (the dominant terms of
+    :mod:`dpmt.apps.scaling`'s model, which the benchmark checks): the factors U, V and the
+    item step's output (3 float32 (n+m, d) arrays, twice for the step's working copies),
+    the d × d systems of one solve block (32 MiB) plus a few shared d × d matrices, and the
+    two bucketed layouts with weights (~50 bytes per rating, padding included)."""
+    from dpmt.solvers.ssp import SOLVE_BLOCK_BYTES
+
+    d = int(dim)
+    factors = 6 * 4 * d * (int(n_users) + int(n_items))
+    systems = SOLVE_BLOCK_BYTES + 8 * 4 * d * d * max(1, min(int(n_items), 8))
+    return int(factors + systems + 50 * int(nnz) + 256 * 2**20)
+
+
 def make_steps(cfg: TrainConfig, train, weights, *, labels=None, item_features=None,
                devices: int = 1) -> Steps:
     """Layouts of ``train`` (a :class:`~dpmt.data.Ratings`) and the steps of ``cfg``.

@@ -114,6 +114,7 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
                 train.user, train.item, train.n_items, k=cfg.effective_count_cap,
                 noise_std=rel.noise_std, key=k_counts, ledger=None, include_user_count=True)
             ledger.record(rel)
+        _warn_if_delta_protects_nobody(cfg, noisy_n)
     w = compute_weights(cfg, train, noisy_counts, noisy_n,
                         seed=int(jax.random.randint(k_weights, (), 0, 2**31 - 1)))
     _check_weight_budget(cfg, train, w)
@@ -213,10 +214,40 @@ def _check_inputs(train, config, execution, validation, test):
                             f"has {train.n_items}: build both from one split")
     if train.nnz == 0:
         raise DataError("the training set is empty: nothing to train on")
+    if train.n_users < 2 or train.n_items < 2:
+        raise DataError(f"{train.n_users} user(s) × {train.n_items} item(s) is too small to "
+                        "train a model or to protect anyone in it")
+    _check_memory(cfg, train)
     _check_one_rating_per_pair(train)
     if not np.all(np.isfinite(np.asarray(train.value, np.float64))):
         raise DataError("the training ratings contain NaN or infinite values")
     return cfg, ex, (test if test is not None else validation)
+
+
+def _check_memory(cfg: TrainConfig, train) -> None:
+    """Refuse, before any release, a run that cannot fit in this machine's memory."""
+    from dpmt.solvers.steps import estimate_bytes
+
+    need = estimate_bytes(train.n_users, train.n_items, train.nnz, cfg.dim)
+    try:
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return
+    if need > 0.9 * have:
+        raise ConfigError(f"this run needs about {need / 2**30:.1f} GiB ({train.n_users} users, "
+                          f"{train.n_items} items, d = {cfg.dim}) and the machine has "
+                          f"{have / 2**30:.1f} GiB: lower --dim, or shard it over hosts")
+
+
+def _warn_if_delta_protects_nobody(cfg: TrainConfig, noisy_n: float | None) -> None:
+    """δ ≥ 1/n allows a mechanism that publishes one user's data outright: warn (n is the
+    released noisy user count; nothing exact is read)."""
+    import warnings
+
+    if noisy_n is not None and noisy_n > 0 and cfg.delta >= 1.0 / noisy_n:
+        warnings.warn(f"δ = {cfg.delta:g} is at least 1/n̂ (n̂ ≈ {noisy_n:.0f} users): an "
+                      "(ε, δ) guarantee with δ ≥ 1/n allows publishing some user's data "
+                      "outright; use δ well below 1/n (e.g. 1e-5 or less)", stacklevel=3)
 
 
 def _check_one_rating_per_pair(train) -> None:
