@@ -15,7 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "atomic_save_npz"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "atomic_save_npz",
+           "check_output_path"]
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, mode: int = 0o644) -> None:
@@ -81,3 +82,25 @@ def jsonable(x: Any):
             return "inf" if v > 0 else "-inf"
         return v
     return x
+
+
+def check_output_path(path: str | os.PathLike, flag: str, *, folder: bool) -> None:
+    """Refuse, before any work, an output that cannot be written: ``path`` is a file where
+    a folder is wanted (or the reverse), sits below a file, or its nearest existing parent is
+    not writable. Raises :class:`~dpmt.errors.ConfigError` naming ``flag``."""
+    from dpmt.errors import ConfigError
+
+    p = Path(path)
+    if folder and p.exists() and not p.is_dir():
+        raise ConfigError(f"{flag} {p} is a file; give a folder")
+    if not folder and p.is_dir():
+        raise ConfigError(f"{flag} {p} is a folder; give a file name")
+    if not folder and not p.parent.is_dir():
+        raise ConfigError(f"cannot write {flag} {p}: the folder {p.parent} does not exist")
+    parent = p.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ConfigError(f"{flag} {p}: {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK):
+        raise ConfigError(f"{flag} {p}: {parent} is not writable")

@@ -299,13 +299,9 @@ def _grid_fingerprint(base: TrainConfig, points, seeds, eval_set) -> str:
 
 def check_compare_output(out: Path, *, resume: bool, overwrite: bool) -> None:
     """Refuse an --out that cannot take the grid, before anything trains."""
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file; give a folder for the tables and plots")
-    for parent in out.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise ConfigError(f"--out {out}: {parent} is a file, not a folder")
-            break
+    from dpmt._io import check_output_path
+
+    check_output_path(out, "--out", folder=True)
     cells = out / CELLS_FILE
     if cells.exists() and not (resume or overwrite):
         raise ConfigError(f"{out} holds the cells of an earlier grid; continue it with "
@@ -322,9 +318,9 @@ def compare_main(args) -> int:
 
     base, ex = config_from_args(args)
     out = Path(args.out)
-    check_compare_output(out, resume=args.resume, overwrite=args.overwrite)
     points = build_grid(base, args.weight_grid, args.epsilons, args.solvers, args.baselines)
     validate_grid(points, args.seeds, args.epsilons)
+    check_compare_output(out, resume=args.resume, overwrite=args.overwrite)
     fp = _grid_fingerprint(base, points, args.seeds, args.eval_set)
     done = []
     if args.resume:

@@ -113,7 +113,9 @@ def _run(args) -> int:
             setattr(args, k, v)
     _check_args(args)
     if args.json:
-        check_output_file(args.json, "--json")
+        from dpmt._io import check_output_path
+
+        check_output_path(args.json, "--json", folder=False)
     t0 = time.time()
     rs = ratings_stream(dataset=args.dataset, buckets=args.buckets, popularity=args.popularity,
                         like_threshold=args.like_threshold, cap_k=args.cap_k,
@@ -176,29 +178,3 @@ def _run(args) -> int:
             raise DpmtError(f"cannot write --json {args.json}: {e.strerror}") from None
         print(f"wrote {args.json}")
     return 0
-
-
-def check_output_file(path: str, flag: str) -> None:
-    """Refuse an output path that cannot be written, before any work is done."""
-    import os
-    from pathlib import Path
-
-    p = Path(path)
-    if p.is_dir():
-        raise ConfigError(f"{flag} {path} is a folder; give a file name")
-    parent = p.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise ConfigError(f"{flag} {path}: {parent} is a file, not a folder")
-    if not os.access(parent, os.W_OK):
-        raise ConfigError(f"{flag} {path}: {parent} is not writable")
-
-
-def main(argv=None) -> int:  # convenience: python -m dpmt.apps.stream ...
-    ap = add_arguments(argparse.ArgumentParser(prog="dpmt stream"))
-    return run(ap.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

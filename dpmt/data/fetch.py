@@ -45,6 +45,7 @@ import numpy as np
 from dpmt.data.loaders import check_columns, check_on_duplicate, check_rating_range, load_file
 from dpmt.data.ratings import Ratings
 from dpmt.data.synthetic import parse_synthetic_spec
+from dpmt._io import atomic_write_bytes
 from dpmt.errors import ConfigError, DataError
 
 __all__ = ["DatasetInfo", "REGISTRY", "fetch", "load", "dataset_path", "parse_synthetic_spec",
@@ -127,25 +128,6 @@ def _say(progress: bool, msg: str) -> None:
         print(f"dpmt: {msg}", file=sys.stderr, flush=True)
 
 
-# ----------------------------------------------------------------------------------------
-# atomic file helpers
-# ----------------------------------------------------------------------------------------
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file next to ``path``, fsync, then rename over it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)                             # mkstemp creates 0600
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -176,7 +158,7 @@ def _check_hash(zpath: Path, digest: str, info: DatasetInfo, fresh: bool) -> Non
                 f"first downloaded: the file changed or is corrupt. Delete both files to "
                 f"download it again (or delete only {side.name} to trust the new file)")
     else:
-        _atomic_write(side, f"{digest}  {zpath.name}\n".encode())
+        atomic_write_bytes(side, f"{digest}  {zpath.name}\n".encode())
 
 
 # ----------------------------------------------------------------------------------------
@@ -334,10 +316,10 @@ def _ml100k_from_recbole(dest_dir: Path, progress: bool, items_only: bool = Fals
                         f"{digest}, expected {ML100K_UDATA_SHA256} (GroupLens u.data); "
                         f"refusing to use them. Download {REGISTRY['ml-100k'].url} by hand "
                         f"and place it at {dest_dir.parent / 'ml-100k.zip'}")
-    _atomic_write(dest_dir / "ml-100k.item", item)
+    atomic_write_bytes(dest_dir / "ml-100k.item", item)
     if items_only:
         return dest_dir / "ml-100k.item"
-    _atomic_write(dest_dir / "u.data", body)             # last: its presence means "done"
+    atomic_write_bytes(dest_dir / "u.data", body)             # last: its presence means "done"
     return dest_dir / "u.data"
 
 

@@ -168,6 +168,17 @@ def _values(arr: np.ndarray) -> np.ndarray:
 _ON_DUPLICATE = ("error", "keep-last")
 
 
+def _timestamps(timestamp, n: int) -> np.ndarray | None:
+    """Timestamps as int64 (n,), one per rating, or None."""
+    if timestamp is None:
+        return None
+    timestamp = _vector(timestamp, "timestamp")
+    if len(timestamp) != n:
+        raise DataError(f"timestamp must have one entry per rating (got {len(timestamp)} for "
+                        f"{n} ratings)")
+    return _integral(timestamp, "timestamp", "timestamp", np.int64, _INT64_MIN, _INT64_MAX)
+
+
 def keep_last_rows(key: np.ndarray, timestamp: np.ndarray | None) -> np.ndarray:
     """Sorted row indices that keep one row per distinct ``key``: the row with the latest
     timestamp, and among equal (or absent) timestamps the last row."""
@@ -220,14 +231,7 @@ class Ratings:
         if len(item) != nnz or len(value) != nnz:
             raise DataError(f"user, item and value arrays must have the same length (got "
                             f"user {nnz}, item {len(item)}, value {len(value)})")
-        timestamp = self.timestamp
-        if timestamp is not None:
-            timestamp = _vector(timestamp, "timestamp")
-            if len(timestamp) != nnz:
-                raise DataError(f"timestamp must have one entry per rating (got "
-                                f"{len(timestamp)} for {nnz} ratings)")
-            timestamp = _integral(timestamp, "timestamp", "timestamp", np.int64,
-                                  _INT64_MIN, _INT64_MAX)
+        timestamp = _timestamps(self.timestamp, nnz)
         object.__setattr__(self, "user_ids", user_ids)
         object.__setattr__(self, "item_ids", item_ids)
         object.__setattr__(self, "user", _index(user, "user", len(user_ids)))
@@ -321,13 +325,7 @@ class Ratings:
         if len(raw_item) != n or len(value) != n:
             raise DataError(f"raw_user, raw_item and value must have the same length (got "
                             f"{n}, {len(raw_item)}, {len(value)})")
-        if timestamp is not None:
-            timestamp = _vector(timestamp, "timestamp")
-            if len(timestamp) != n:
-                raise DataError(f"timestamp must have one entry per rating (got "
-                                f"{len(timestamp)} for {n} ratings)")
-            timestamp = _integral(timestamp, "timestamp", "timestamp", np.int64,
-                                  _INT64_MIN, _INT64_MAX)
+        timestamp = _timestamps(timestamp, n)
         try:
             user_ids, user = np.unique(raw_user, return_inverse=True)
             item_ids, item = np.unique(raw_item, return_inverse=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpmt._io import atomic_write_json, atomic_write_text
+from dpmt._io import atomic_write_json, atomic_write_text, check_output_path
 from dpmt.config import ExecutionConfig, TrainConfig
 from dpmt.errors import ConfigError, DataError
 from dpmt.model import MODEL_FILE, Model
@@ -107,15 +107,7 @@ def _alive(pid: int) -> bool:
 
 def check_output_dir(out: Path, *, resume: bool, overwrite: bool) -> None:
     """Refuse an ``--out`` that cannot take this run, before anything is computed."""
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file; give a directory (it becomes the model)")
-    for parent in out.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise ConfigError(f"--out {out}: {parent} is a file, not a directory")
-            if not os.access(parent, os.W_OK):
-                raise ConfigError(f"--out {out}: {parent} is not writable")
-            break
+    check_output_path(out, "--out", folder=True)
     if not resume and (out / MODEL_FILE).exists() and not overwrite:
         raise ConfigError(f"{out} already holds a trained model; use another --out, or "
                           "--overwrite to replace it")
