@@ -26,10 +26,12 @@ from dpmt.errors import ConfigError, check_range
 
 SOLVERS = ("ssp", "gd")
 WEIGHTS = ("uniform", "tail", "adaptive", "adaptive-normalized")
-SPLITS = ("per-user", "heldout-users")
+SPLITS = ("per-user", "heldout-users", "random")
+TASKS = ("implicit", "rating")
 ENCODERS = ("embedding", "mlp")
 ACCOUNTANTS = ("pld", "rdp")
 OPTIMIZERS = ("sgd", "adam")
+ITEM_SOLVES = ("project", "shift")
 ON_DUPLICATE = ("error", "keep-last")
 
 #: bumped when a serialised config changes meaning (saved models record it)
@@ -99,6 +101,10 @@ class TrainConfig:
     """
 
     # -- data --------------------------------------------------------------------------
+    task: str = _f("implicit", "implicit: the positives (ratings above --positive-threshold) "
+                   "with label 1, ranked by Recall@k; rating: predict the ratings themselves "
+                   "(RMSE), centred by a private global mean and clipped to ±label_clip",
+                   "data", choices=TASKS)
     dataset: str = _f("ml-100k", "dataset name (ml-100k, ml-1m, ml-10m, ml-20m, ml-25m, "
                       "ml-latest-small), a ratings file, tfds:movielens/..., or "
                       "synthetic[:users=..,items=..,interactions=..,alpha=..]", "data")
@@ -111,11 +117,17 @@ class TrainConfig:
     on_duplicate: str = _f("error", "what to do with duplicate (user, item) pairs in a file: "
                            "error, or keep-last (the latest rating)", "data",
                            choices=ON_DUPLICATE)
+    label_clip: float = _f(2.0, "rating task: labels y = r − μ̂ − b̂_i are clipped to "
+                           "[−c, c]; the b-statistics' sensitivity is √β·C·c", "data")
+    item_offsets: bool = _f(True, "rating task: do not release private per-item offsets "
+                            "(ratings are then centred by the global mean only)", "data",
+                            flag="--no-item-offsets")
     positive_threshold: float = _f(3.5, "ratings above this are positives (3.5: 4 and 5 "
                                    "stars)", "data")
     split: str = _f("per-user", "per-user: each user's positives split train/validation/test; "
-                    "heldout-users: whole users held out (Liang et al. 2018)", "data",
-                    choices=SPLITS)
+                    "heldout-users: whole users held out (Liang et al. 2018); random: the "
+                    "ratings themselves split 80/10/10 (the ML-10M RMSE protocol, seed "
+                    "1234 + seed)", "data", choices=SPLITS)
     split_fractions: tuple[float, float, float] = _f(
         (0.8, 0.1, 0.1), "train/validation/test fractions of the per-user split", "data",
         cli=False)
@@ -151,6 +163,11 @@ class TrainConfig:
                      "Algorithm 1) or gd (noisy gradient descent, Algorithm 2)", "solver",
                      choices=SOLVERS)
     gd: GDConfig = dataclasses.field(default_factory=GDConfig, metadata={"cli": False})
+    item_solve: str = _f("project", "how SSP makes the noisy item systems well-posed "
+                         "(post-processing, no privacy cost): project (Π(Â) by an "
+                         "eigendecomposition, Algorithm 1) or shift (Â + s·I with s from the "
+                         "known noise scale, then one Cholesky)", "solver",
+                         choices=ITEM_SOLVES)
 
     # -- privacy -----------------------------------------------------------------------
     private: bool = _f(True, "train without noise (the non-private baseline)", "privacy",
@@ -177,7 +194,8 @@ class TrainConfig:
                               "TrainConfig(gd=GDConfig(steps=...))")
         _check_finite(self)
         for name, allowed in [("solver", SOLVERS), ("weights", WEIGHTS), ("split", SPLITS),
-                              ("accountant", ACCOUNTANTS), ("on_duplicate", ON_DUPLICATE)]:
+                              ("accountant", ACCOUNTANTS), ("on_duplicate", ON_DUPLICATE),
+                              ("item_solve", ITEM_SOLVES), ("task", TASKS)]:
             _check_choice(name, getattr(self, name), allowed)
         for name in ("dataset", "rating_range"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
@@ -197,6 +215,8 @@ class TrainConfig:
         check_range("budget", self.budget, low=0.0, high=BIG, low_open=True)
         if self.count_cap is not None:
             check_range("count_cap", self.count_cap, low=1, high=10**9, integer=True)
+        if not isinstance(self.item_offsets, bool):
+            raise ConfigError(f"item_offsets must be True or False (got {self.item_offsets!r})")
         if not isinstance(self.private, bool):
             raise ConfigError(f"private must be True or False (got {self.private!r})")
         # ε: below 0.01 no run is useful; above 100 the guarantee means nothing and
@@ -215,6 +235,14 @@ class TrainConfig:
             raise ConfigError("split_fractions must be three non-negative numbers summing to 1 "
                               f"(got {self.split_fractions})")
         check_range("heldout_users", self.heldout_users, low=1, high=10**8, integer=True)
+        check_range("label_clip", self.label_clip, low=0.0, high=BIG, low_open=True)
+        if self.task == "rating" and self.split == "heldout-users":
+            raise ConfigError("task='rating' predicts held-out ratings of known users: use "
+                              "split='random' (the ML-10M protocol) or 'per-user'")
+        if self.split == "random" and self.task != "rating":
+            raise ConfigError("split='random' splits the ratings themselves, for "
+                              "task='rating'; implicit feedback uses per-user or "
+                              "heldout-users")
         # a seed becomes a JAX PRNG key (uint32 pair) and a numpy seed: keep it in range
         check_range("seed", self.seed, low=0, high=2**31 - 1, integer=True)
         if self.weights in ("uniform", "tail") and not float(self.budget).is_integer():
@@ -223,6 +251,24 @@ class TrainConfig:
         if self.gd.encoder == "mlp" and self.solver != "gd":
             raise ConfigError("encoder='mlp' needs solver='gd' (SSP solves a linear model per "
                               "item)")
+
+    @property
+    def rating_bounds(self) -> tuple[float, float]:
+        """[low, high] of the ratings for the private mean: ``rating_range`` when it is
+        numeric, else MovieLens's [0.5, 5]."""
+        if self.rating_range not in ("auto", "none"):
+            lo, _, hi = self.rating_range.partition(",")
+            try:
+                return float(lo), float(hi)
+            except ValueError:
+                raise ConfigError(f"rating_range must be LOW,HIGH, none or auto (got "
+                                  f"{self.rating_range!r})") from None
+        return 0.5, 5.0
+
+    @property
+    def y_max(self) -> float:
+        """The bound |y| ≤ y_max on the labels that the b-sensitivity assumes."""
+        return float(self.label_clip) if self.task == "rating" else 1.0
 
     @property
     def effective_mu(self) -> float:
@@ -237,7 +283,13 @@ class TrainConfig:
         """Whether the run releases private task sizes (and the user count n̂): the
         non-uniform weights read them, and noisy GD normalises its gradient by n̂ (the true n
         is private under add/remove-one)."""
-        return self.private and (self.weights != "uniform" or self.solver == "gd")
+        return self.private and (self.weights != "uniform" or self.solver == "gd"
+                                 or self.rating_offsets)
+
+    @property
+    def rating_offsets(self) -> bool:
+        """Whether the run releases private per-item offsets (rating task)."""
+        return self.task == "rating" and self.item_offsets
 
     def replace(self, **changes) -> "TrainConfig":
         """A copy with ``changes``; ``gd=dict(...)`` updates fields of the GD sub-config."""

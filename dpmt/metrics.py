@@ -274,6 +274,20 @@ def random_level(ks: Sequence[int], n_items: int) -> dict:
     return {f"random_recall@{k}": float(min(1.0, k / max(1, n_items))) for k in ks}
 
 
+def format_rmse(metrics: dict) -> list[str]:
+    """Text lines of an RMSE result (:func:`rmse`), buckets numbered from the tail."""
+    o = metrics["overall"]
+    lines = [f"RMSE: {o['rmse']:.4f} over {o['count']} test ratings"]
+    buckets = metrics.get("buckets") or []
+    if buckets:
+        lines.append("RMSE by item popularity bucket (B1 = tail):")
+        for b, e in enumerate(buckets):
+            rng = (f", {e['min_count']}–{e['max_count']} training ratings"
+                   if "min_count" in e else "")
+            lines.append(f"  B{b + 1}: {e['rmse']:.4f}  [{e['count']} ratings{rng}]")
+    return lines
+
+
 def format_metrics(metrics: dict, k: int = 20) -> list[str]:
     """Text lines of :func:`ranking_metrics`' result: overall Recall/NDCG, then Recall@k per
     popularity bucket (numbered from the tail, B1 = least popular) with each bucket's

@@ -23,7 +23,8 @@ evaluation scores.
 File format (a directory; open formats, versioned): ``model.json`` (format name and
 version, config, dimensions, the ε spent, the fingerprint of the arrays),
 ``item_embeddings.npz`` (``V`` float32 (m, d), ``item_ids`` (m,), optionally
-``item_counts`` float (m,) — the released noisy counts), and ``ledger.json``.
+``item_counts`` float (m,) — the released noisy counts — and ``item_offsets``, a rating
+model's released item offsets), and ``ledger.json``.
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ class Model:
       history: per-iteration records (ε so far, seconds).
       seconds: training time (compilation included); ``compile_seconds`` the first
         iteration's excess over the later ones.
+      label_offset: for a rating model (``config.task == "rating"``), the released private
+        global mean μ̂; ``item_offsets`` the released per-item offsets b̂_i (or None). It was
+        trained on y = clip(r − μ̂ − b̂_i, ±c) and predicts μ̂ + b̂_i + ⟨u, v_i⟩.
     """
 
     item_embeddings: np.ndarray
@@ -75,6 +79,8 @@ class Model:
     history: list[dict] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
     compile_seconds: float = 0.0
+    label_offset: float | None = None     # rating task: the released private mean μ̂
+    item_offsets: np.ndarray | None = None  # rating task: the released item offsets b̂_i
 
     def __post_init__(self):
         V = np.asarray(self.item_embeddings, np.float32)
@@ -169,6 +175,23 @@ class Model:
         """implicit's name for :meth:`fold_in`."""
         return self.fold_in(history, values)
 
+    def offsets(self, rows) -> np.ndarray:
+        """μ̂ + b̂_i of dense ``rows`` (a rating model's baseline prediction)."""
+        b = 0.0 if self.item_offsets is None else np.asarray(self.item_offsets)[rows]
+        return self.label_offset + b
+
+    def predict(self, history, values, items) -> np.ndarray:
+        """A rating model's predicted ratings μ̂ + ⟨u, v_i⟩ of ``items`` (raw ids) for a user
+        who rated ``history`` with ``values``, clipped to the rating range."""
+        if self.label_offset is None:
+            raise ConfigError("predict() is for rating models (TrainConfig(task='rating')); "
+                              "an implicit model ranks: use recommend() or score()")
+        u = self.fold_in(history, values)
+        lo, hi = self.config.rating_bounds
+        rows = self.item_index(items)
+        pred = self.offsets(rows) + self.item_embeddings[rows] @ u
+        return np.clip(pred, lo, hi)
+
     def score(self, history, items=None, values=None) -> np.ndarray:
         """Scores ⟨u, v_i⟩ of ``items`` (raw ids; default every item, in model order)."""
         u = self.fold_in(history, values)
@@ -251,12 +274,18 @@ class Model:
             if len(np.unique(r)) != len(r):
                 raise DataError(f"history {n} lists an item more than once")
             if values is None:
+                if self.label_offset is not None:
+                    raise DataError("a rating model folds a user in from their ratings: pass "
+                                    "values= (one rating per history item)")
                 v = np.ones(len(r), np.float32)
             else:
                 v = np.asarray(values[n], np.float64)
                 if v.shape != (len(r),) or not np.all(np.isfinite(v)):
                     raise DataError(f"values of history {n} must be {len(r)} finite numbers "
                                     f"(got {np.asarray(values[n]).tolist()[:5]})")
+                if self.label_offset is not None:      # the labels training used
+                    c = self.config.label_clip
+                    v = np.clip(v - self.offsets(r), -c, c)
                 v = v.astype(np.float32)
             rows.append(r)
             vals.append(v)
@@ -276,7 +305,7 @@ class Model:
         user = np.repeat(np.arange(n, dtype=np.int32), lens)
         item = np.concatenate(rows).astype(np.int32)
         value = np.concatenate(vals).astype(np.float32)
-        r = Ratings(user=user, item=item, value=value, user_ids=np.arange(n),
+        r = Ratings(user=user, item=item, value=np.ones_like(value), user_ids=np.arange(n),
                     item_ids=np.arange(self.n_items))
         return self.user_embeddings(r, labels=None if np.all(value == 1.0) else value)
 
@@ -320,9 +349,10 @@ class Model:
                  f"weights, d={cfg.dim}, {cfg.iterations} iterations, {name}",
                  f"privacy unit: {PRIVACY_UNIT}"]
         if self.metrics:
-            from dpmt.metrics import format_metrics
+            from dpmt.metrics import format_metrics, format_rmse
 
-            lines += format_metrics(self.metrics)
+            lines += (format_rmse(self.metrics) if "rmse" in self.metrics.get("overall", {})
+                      else format_metrics(self.metrics))
         t = f"time: {self.seconds:.1f}s"
         if self.compile_seconds > 0.05:
             t += f" (of which ~{self.compile_seconds:.1f}s compilation)"
@@ -346,6 +376,8 @@ class Model:
         arrays = {"V": self.item_embeddings, "item_ids": self.item_ids}
         if self.item_counts is not None:
             arrays["item_counts"] = np.asarray(self.item_counts, np.float64)
+        if self.item_offsets is not None:
+            arrays["item_offsets"] = np.asarray(self.item_offsets, np.float64)
         atomic_save_npz(out / ARRAYS_FILE, **arrays)
         if self.ledger is not None:
             self.ledger.save(out / LEDGER_FILE)
@@ -354,6 +386,7 @@ class Model:
                 "epsilon": self.epsilon if self.private else math.inf,
                 "delta": self.config.delta if self.private else 0.0,
                 "fingerprint": self.fingerprint(), "config": self.config.to_dict(),
+                "label_offset": self.label_offset,
                 "seconds": self.seconds, "compile_seconds": self.compile_seconds,
                 "history": self.history}
         atomic_write_json(out / MODEL_FILE, meta)
@@ -393,6 +426,7 @@ class Model:
             with np.load(root / ARRAYS_FILE, allow_pickle=False) as z:
                 V, ids = z["V"], z["item_ids"]
                 counts = z["item_counts"] if "item_counts" in z.files else None
+                offsets = z["item_offsets"] if "item_offsets" in z.files else None
         except FileNotFoundError:
             raise DataError(f"{root / ARRAYS_FILE} is missing: the model is incomplete") \
                 from None
@@ -411,7 +445,9 @@ class Model:
         model = cls(item_embeddings=V, item_ids=ids, config=config, ledger=ledger,
                     item_counts=counts, history=list(meta.get("history") or []),
                     seconds=float(meta.get("seconds") or 0.0),
-                    compile_seconds=float(meta.get("compile_seconds") or 0.0))
+                    compile_seconds=float(meta.get("compile_seconds") or 0.0),
+                    label_offset=None if meta.get("label_offset") is None
+                    else float(meta["label_offset"]), item_offsets=offsets)
         if meta.get("fingerprint") != model.fingerprint():
             raise DataError(f"{root / ARRAYS_FILE} does not match the fingerprint in "
                             f"{MODEL_FILE}: the files were changed or mixed from two models")

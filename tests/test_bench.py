@@ -25,6 +25,12 @@ def test_flop_formulas_count_padded_slots_and_items():
     assert f["per_item_solve"] == pytest.approx(per_item)
     assert f["total"] == pytest.approx(f["statistics"] + r.n_items * per_item)
     assert bench.item_step_flops(T, d, extra=False)["per_item_solve"] == 9 * d ** 3 + 6 * d * d
+    # psd="shift": one Cholesky solve and the updates per item, no eigh (with or without extra)
+    for extra in (True, False):
+        fs = bench.item_step_flops(T, d, extra=extra, psd="shift")
+        assert fs["per_item_solve"] == pytest.approx(d ** 3 / 3 + 2 * d * d + 3 * d * d)
+        assert fs["real"] == pytest.approx((2 * d * d + 2 * d) * r.nnz
+                                           + r.n_items * fs["per_item_solve"])
     g = bench.user_step_flops(U, r.n_items, d)
     assert g["total"] == pytest.approx((2 * d * d + 2 * d) * U.padded_slots
                                        + r.n_users * (d ** 3 / 3 + 4 * d * d)
@@ -58,7 +64,7 @@ def test_tiny_run_writes_every_field_the_report_and_the_scaling_check_read(tiny)
     assert r["schema"] == bench.SCHEMA_VERSION
     assert r["interactions"] == 20000 and r["dim"] == 4 and r["n_items"] == 26744
     assert r["n_users"] == round(138493 * 20000 / bench.ML20M_INTERACTIONS)
-    for step in ("item_step", "user_step", "gd_step"):
+    for step in ("item_step", "user_step", "gd_step", "item_step_shift"):
         s = r[step]
         for k in ("seconds", "flops", "fraction_of_peak", "compile_seconds", "flops_real"):
             assert isinstance(s[k], float) and np.isfinite(s[k]), (step, k)
@@ -70,7 +76,18 @@ def test_tiny_run_writes_every_field_the_report_and_the_scaling_check_read(tiny)
     assert r["recompilations_after_first_iteration"] == 0
     assert len(r["compilations_per_iteration"]) == 2 and r["compilations_per_iteration"][1] == {}
     assert r["compilations_per_iteration"][0].get("ssp_item_step") == 1
-    assert set(r["item_step_breakdown"]) >= {"statistics", "noise", "eigh", "cholesky_solve"}
+    assert r["compilations_per_iteration"][0].get("ssp_item_step_shift") == 1
+    assert set(r["item_step_breakdown"]) >= {"statistics", "noise", "eigh", "cholesky_solve",
+                                             "shift_solve"}
+    # the eigh-free item step, timed on the same inputs as the projected one
+    sh = r["item_step_shift"]
+    assert sh["shift_speedup"] == pytest.approx(r["item_step"]["seconds"] / sh["seconds"])
+    assert sh["flops_detail"]["per_item_solve"] == pytest.approx(4 ** 3 / 3 + 5 * 4 * 4)
+    assert len(sh["relative_difference_to_project"]) == 2
+    assert all(np.isfinite(x) and x > 0 for x in sh["relative_difference_to_project"])
+    assert sh["shift"] > 0
+    assert 0 <= r["item_step_breakdown"]["shift_fallback_items_on_sample"] \
+        <= r["item_step_breakdown"]["shift_sample_items"]
     assert r["machine"]["cores"] >= 1
     # the run starts by limiting scipy's OpenBLAS (dpmt.runtime), and records what it set
     assert "lapack_threads" in r["machine"]
@@ -150,6 +167,9 @@ def test_report_keeps_the_header_and_computes_headlines_and_plot_from_results(ti
     head = "\n".join(bench_report.headline_lines([full, two]))
     assert "2 devices vs 1: iteration 2.50x faster (item step 2.00x, user step 3.00x)" in head
     assert "peak RSS 5.00 GiB" in head
+    sh = full["item_step_shift"]["seconds"]
+    assert (f"item step with psd=shift {sh:.2f} s vs {full['item_step']['seconds']:.2f} s "
+            f"({full['item_step']['seconds'] / sh:.2f}x faster)") in head
     full128 = dict(full, dim=128)
     assert "within the 8 GiB target" in "\n".join(bench_report.headline_lines([full128]))
     assert "OVER the 4 GiB target" in "\n".join(
@@ -174,3 +194,34 @@ def test_report_only_rebuilds_the_markdown_from_the_saved_json(tiny, tmp_path):
     text = md.read_text()
     assert bench_report.MARKER in text and "| 20,000 |" in text
     assert png.stat().st_size > 1000
+
+
+def test_against_implicit_needs_the_package(monkeypatch, tmp_path):
+    from dpmt.errors import ConfigError
+
+    monkeypatch.setattr(bench, "implicit_available", lambda: False)
+    p = argparse.ArgumentParser()
+    bench.add_arguments(p)
+    args = p.parse_args(["--interactions", "2000", "--against", "implicit", "--quiet"])
+    with pytest.raises(ConfigError, match="implicit"):
+        bench.run(args)
+
+
+def test_against_implicit_times_both_and_reports_ratios():
+    """The optional side-by-side with implicit's ALS (skipped where implicit is missing)."""
+    pytest.importorskip("implicit")
+    from dpmt.config import TrainConfig
+    from dpmt.solvers.steps import make_steps
+
+    r = make_synthetic(n_users=80, n_items=30, n_interactions=900, seed=0)
+    d = 4
+    w = np.ones(r.nnz, np.float32)
+    steps = make_steps(TrainConfig(dim=d), r, w)
+    V = np.random.default_rng(0).normal(size=(r.n_items, d)).astype(np.float32) * 0.1
+    res = bench.against_implicit(r, w, steps, V, repeats=1, log=lambda *a: None)
+    assert set(res["seconds"]) == {"dpmt_nonprivate_project", "dpmt_nonprivate_shift",
+                                   "implicit_cg", "implicit_exact"}
+    assert all(v > 0 for v in res["seconds"].values())
+    assert res["ratio_dpmt_shift_over_implicit_cg"] == pytest.approx(
+        res["seconds"]["dpmt_nonprivate_shift"] / res["seconds"]["implicit_cg"])
+    json.dumps(res)

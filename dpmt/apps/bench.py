@@ -11,7 +11,9 @@ kernel:
   and unreleased),
 * the noisy **Gramian** Ĝ_U,
 * the **private item step** (SSP, Algorithm 1: weighted statistics, per-item noise, PSD
-  projection and solve),
+  projection and solve), and the same step with the eigh-free solve ``psd="shift"``
+  (``item_step_shift``: ``Â + sI``, one Cholesky per item, checked fallback; same inputs,
+  timed right after it, with the relative difference of the two V's),
 * one **noisy-GD step** (Algorithm 2, embedding encoder, per-user clipping) on the same
   layouts and weights,
 
@@ -30,6 +32,11 @@ every size in its own subprocess, so each peak is that size's).
 d = 64 and 128 and writes one JSON per run, the tables in BENCHMARKS.md (below its
 hand-written header) and a log-log plot of time against interactions with the fitted
 exponents: :mod:`dpmt.apps.bench_report`.
+
+``--against implicit`` (optional, only if the ``implicit`` package is installed) also times
+one iteration of implicit's ALS (conjugate gradient and exact Cholesky solves) on the same
+user × item CSR matrix, interleaved with dpmt's *non-private* iteration in the same process
+(:func:`against_implicit`).
 """
 
 from __future__ import annotations
@@ -83,11 +90,16 @@ def item_step_flops(task_layout, dim: int, extra: bool = True, psd: str = "proje
       (~3d², negligible); otherwise one ``eigh`` (9d³) and two matrix-vector products (4d²).
       The Cholesky path falls back to a second ``eigh`` for a block that fails its round-off
       checks (huge noise with a tiny ridge); that extra work is not counted (conservative).
+    * ``psd="shift"`` (with or without ``extra``): one Cholesky solve (d³/3 + 2d²) and the
+      ``Â + E + (s+λ)I + extra`` updates (~3d²); no ``eigh``. Its checked per-item fallback
+      (an ``eigh`` for a batch where some item's ``Â + sI`` is not PSD) is not counted.
     """
     d = dim
     slots, nnz = layout_slots(task_layout)
     m = task_layout.n_rows
-    if extra and psd == "project":
+    if psd == "shift":
+        per_item = cholesky_flops(d) + 3.0 * d * d
+    elif extra and psd == "project":
         per_item = eigh_flops(d) + 2.0 * d ** 3 + cholesky_flops(d) + 3.0 * d * d
     else:
         per_item = eigh_flops(d) + 4.0 * d * d + 2.0 * d * d
@@ -257,8 +269,12 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
                dataset: str = "synthetic-ml-20m", data_dir: str = "data", iterations: int = 2,
                gd: bool = True, breakdown: bool = True, seed: int = 0,
                epsilon: float = 5.0, devices: int = 1, matmul_size: int = 4096,
+               shift: bool = True, against: str | None = None, against_repeats: int = 3,
                log=print) -> dict:
     """Measure one (dataset, d): see the module docstring. Returns the JSON-able result.
+
+    ``shift``: also time the item step with ``psd="shift"`` (``item_step_shift``).
+    ``against="implicit"``: also run :func:`against_implicit` (``against_repeats`` rounds).
 
     The steps come from :func:`dpmt.solvers.steps.make_steps` (``devices > 1``: the user,
     item and noisy-GD steps row-sharded over that many devices; on CPU the devices must exist
@@ -271,8 +287,8 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
     from dpmt.config import TrainConfig
     from dpmt.privacy import private_counts
     from dpmt.solvers import layout as layout_mod
-    from dpmt.solvers.ssp import noisy_gramian
-    from dpmt.solvers.steps import ItemNoise, gd_item_step, make_steps
+    from dpmt.solvers.ssp import noisy_gramian, spectral_shift
+    from dpmt.solvers.steps import ItemNoise, gd_item_step, make_steps, ssp_item_step
     from dpmt.train.loop import initial_items
     from dpmt.train.plan import make_plan
     from dpmt.train.weights import compute_weights
@@ -307,6 +323,13 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
     padding = {"items": items.padding_overhead, "users": users.padding_overhead,
                "item_buckets": len(items.buckets), "user_buckets": len(users.buckets)}
     fl_item = item_step_flops(items, dim, extra=cfg.gravity > 0)
+    fl_shift = item_step_flops(items, dim, extra=cfg.gravity > 0, psd="shift")
+    # the same steps with the eigh-free item solve (same layouts, weights and inputs)
+    shift_steps = None
+    if shift:
+        shift_steps = dataclasses.replace(steps, cfg=cfg.replace(item_solve="shift"))
+        shift_steps.item_step = ssp_item_step(shift_steps)
+    shift_diffs: list[float] = []
     fl_user = user_step_flops(users, train.n_items, dim)
     fl_gd = gd_step_flops(items, train.n_users, dim)
 
@@ -342,6 +365,14 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
         (V_new, state), t_item = _timed(
             lambda: steps.item_step.update(state, V, U, k_item, noise, extra, noisy_n))
         row = {"user_step": t_user, "gramian": t_gram, "item_step": t_item}
+        if shift_steps is not None:
+            (V_shift, _), row["item_step_shift"] = _timed(
+                lambda: shift_steps.item_step.update(state, V, U, k_item, noise, extra, noisy_n))
+            if not bool(jnp.all(jnp.isfinite(V_shift))):
+                raise FloatingPointError("non-finite item embeddings (psd='shift')")
+            shift_diffs.append(float(jnp.linalg.norm(V_shift - V_new)
+                                     / jnp.maximum(jnp.linalg.norm(V_new), 1e-30)))
+            del V_shift   # not part of the live arrays the memory model accounts for
         if gd_steps is not None:
             gd_noise = ItemNoise(gd_multiplier=gd_plan.iterations[t].gd.noise_multiplier)
             _, row["gd_step"] = _timed(lambda: gd_steps.item_step.update(
@@ -384,7 +415,8 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
     if gd_plan is not None:
         out["gd_noise_multiplier"] = gd_plan.iterations[0].gd.noise_multiplier
     for name, fl in (("item_step", fl_item), ("user_step", fl_user)) + \
-            ((("gd_step", fl_gd),) if gd else ()):
+            ((("gd_step", fl_gd),) if gd else ()) + \
+            ((("item_step_shift", fl_shift),) if shift_steps is not None else ()):
         best, med = steady(name)
         out[name] = {"seconds": best, "seconds_median": med,
                      "compile_seconds": max(0.0, rows[0][name] - best),
@@ -394,6 +426,14 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
                      "achieved_flops": fl["total"] / best,
                      "fraction_of_peak": fl["total"] / best / P,
                      "fraction_of_peak_real": fl["real"] / best / P}
+    if shift_steps is not None:
+        out["item_step_shift"]["shift_speedup"] = \
+            out["item_step"]["seconds"] / out["item_step_shift"]["seconds"]
+        # ‖V_shift − V_project‖_F / ‖V_project‖_F per iteration (same inputs): how far the two
+        # estimators are apart at this noise level (not a quality measure)
+        out["item_step_shift"]["relative_difference_to_project"] = shift_diffs
+        out["item_step_shift"]["shift"] = float(spectral_shift(
+            it0.ssp_A.noise_std, dim, train.n_items)) if it0.ssp_A is not None else 0.0
     out["gramian_seconds"] = steady("gramian")[0]
     out["iteration_seconds"] = out["item_step"]["seconds"] + out["user_step"]["seconds"] + \
         out["gramian_seconds"]
@@ -416,8 +456,105 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
     if breakdown and steps.mesh is None:
         out["item_step_breakdown"] = item_step_breakdown(steps.items, U, steps.weights, dim,
                                                          cfg, it0.ssp_A.noise_std, P)
+    if against == "implicit":
+        out["against_implicit"] = against_implicit(train, w, steps, V, repeats=against_repeats,
+                                                   log=log)
     out["machine"] = machine_info()
     return out
+
+
+def implicit_available() -> bool:
+    """Whether the optional ``implicit`` package (Frederickson's ALS) can be imported."""
+    try:
+        import implicit.als  # noqa: F401
+    except Exception:  # noqa: BLE001 - missing, or a broken build: not available
+        return False
+    return True
+
+
+def against_implicit(train, w, steps, V, *, repeats: int = 3, log=print) -> dict:
+    """One ALS iteration of ``implicit`` next to dpmt's non-private iteration, interleaved.
+
+    implicit (optional dependency): ``AlternatingLeastSquares(factors=d, iterations=1,
+    use_cg=True / False)`` fitted on the ``n_users × n_items`` CSR matrix of the training
+    pairs with the dpmt weights as values (one ``fit`` = one user and one item solve).
+    dpmt: ``steps.solve_users(V)`` (the exact user step) then the item step with no noise
+    (``ItemNoise()``), with the exact gravity term ``α0·UᵀU``, once with each item solve
+    ("project": eigh + Cholesky per item even without noise; "shift": s = 0, Cholesky only —
+    the plain weighted ALS). Each round times all four back to back; the best round of each is
+    reported, with the ratios. implicit runs with BLAS limited to one thread (its own advice;
+    it parallelises over rows with OpenMP, all cores). The objectives differ (implicit: implicit-feedback ALS over
+    all items with confidences, the ``YᵀY`` trick; dpmt: weighted ridge over the observed
+    pairs), the per-row work (a d × d system per row, ``nnz·d²`` for the statistics) is
+    the same order.
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import scipy.sparse as sp
+    from implicit.als import AlternatingLeastSquares
+
+    from dpmt.solvers.ssp import gramian
+    from dpmt.solvers.steps import ItemNoise, ssp_item_step
+
+    cfg = steps.cfg
+    d = cfg.dim
+    csr = sp.csr_matrix((np.asarray(w, np.float32), (np.asarray(train.user),
+                                                     np.asarray(train.item))),
+                        shape=(train.n_users, train.n_items))
+    dp = {}
+    for mode in ("project", "shift"):
+        st = dataclasses.replace(steps, cfg=cfg.replace(item_solve=mode))
+        st.item_step = ssp_item_step(st)
+        dp[mode] = st
+
+    def dpmt_iteration(st):
+        U = st.solve_users(V)
+        extra = cfg.gravity * gramian(U) if cfg.gravity > 0 else None
+        V_new, _ = st.item_step.update(st.item_step.init(None, V), V, U, None, ItemNoise(),
+                                       extra, float(train.n_users))
+        return V_new
+
+    def implicit_iteration(use_cg):
+        # implicit's own advice: BLAS single-threaded (it parallelises over rows itself)
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(1, "blas"):
+            model = AlternatingLeastSquares(factors=d, regularization=cfg.reg, iterations=1,
+                                            use_cg=use_cg, calculate_training_loss=False,
+                                            random_state=0)
+            model.fit(csr, show_progress=False)
+        return model.item_factors
+
+    runs = {"dpmt_nonprivate_project": lambda: dpmt_iteration(dp["project"]),
+            "dpmt_nonprivate_shift": lambda: dpmt_iteration(dp["shift"]),
+            "implicit_cg": lambda: implicit_iteration(True),
+            "implicit_exact": lambda: implicit_iteration(False)}
+    for fn in runs.values():          # warm-up: compiles dpmt's kernels, loads implicit's
+        jax.block_until_ready(fn())
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    for r in range(repeats):
+        for k, fn in runs.items():
+            times[k].append(_timed(fn)[1])
+        log(f"against implicit, round {r}: "
+            + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()))
+    best = {k: float(min(v)) for k, v in times.items()}
+    import implicit
+
+    return {"implicit_version": getattr(implicit, "__version__", "?"),
+            "factors": d, "regularization": cfg.reg, "repeats": repeats,
+            "seconds": best, "seconds_all": times,
+            "ratio_dpmt_project_over_implicit_cg":
+                best["dpmt_nonprivate_project"] / best["implicit_cg"],
+            "ratio_dpmt_project_over_implicit_exact":
+                best["dpmt_nonprivate_project"] / best["implicit_exact"],
+            "ratio_dpmt_shift_over_implicit_cg":
+                best["dpmt_nonprivate_shift"] / best["implicit_cg"],
+            "ratio_dpmt_shift_over_implicit_exact":
+                best["dpmt_nonprivate_shift"] / best["implicit_exact"],
+            "note": "dpmt: one exact user step + non-private item step (weighted ridge over "
+                    "observed pairs); implicit: one fit iteration (user + item solves, "
+                    "implicit-feedback objective) on the same CSR pattern"}
 
 
 def item_step_breakdown(items, U, w_j, dim: int, cfg, sigma_A: float, peak: float,
@@ -425,7 +562,8 @@ def item_step_breakdown(items, U, w_j, dim: int, cfg, sigma_A: float, peak: floa
     """Each part of the item step timed alone on the same data (seconds for all items):
     the statistics over the whole layout (reduced, never materialised), the per-item noise,
     and ``eigh`` / PSD projection / Cholesky on a sample of ``sample`` real ``Â + extra + λI``
-    systems, scaled to all items. ``items``: a one-device task layout; ``sigma_A``: the noise
+    systems, scaled to all items; and ``psd="shift"``'s whole solve (``Â + sI``, checked
+    Cholesky, fallback) on the same sample, with the number of its items that fell back. ``items``: a one-device task layout; ``sigma_A``: the noise
     std of Â (the plan's ``iterations[0].ssp_A``)."""
     import jax
     import jax.numpy as jnp
@@ -461,6 +599,8 @@ def item_step_breakdown(items, U, w_j, dim: int, cfg, sigma_A: float, peak: floa
     proj = jax.jit(lambda A: ssp.project_psd(A))
     M = proj(A_hat) + extra_p + cfg.reg * eye
     chol = jax.jit(lambda M, b: ssp._cholesky_solve_checked(M, b, cfg.reg))
+    s = ssp.spectral_shift(s_a, d, m)
+    shift = jax.jit(lambda A, b: ssp._shift_solve(A, b, extra_p, cfg.reg, s))
     res = {}
     for name, fn, scale, flops in (
             ("statistics", lambda: stats_only(items, X, w_j), 1.0,
@@ -468,13 +608,19 @@ def item_step_breakdown(items, U, w_j, dim: int, cfg, sigma_A: float, peak: floa
             ("noise", lambda: noise(key), m / k, 0.0),
             ("eigh", lambda: eigh(A_hat), m / k, eigh_flops(d) * m),
             ("psd_projection", lambda: proj(A_hat), m / k, (eigh_flops(d) + 2 * d ** 3) * m),
-            ("cholesky_solve", lambda: chol(M, b), m / k, cholesky_flops(d) * m)):
+            ("cholesky_solve", lambda: chol(M, b), m / k, cholesky_flops(d) * m),
+            ("shift_solve", lambda: shift(A_hat, b), m / k,
+             (cholesky_flops(d) + 3.0 * d * d) * m)):
         jax.block_until_ready(fn())
         best = min(_timed(fn)[1] for _ in range(2)) * scale
         res[name] = {"seconds": best, "flops": flops,
                      "fraction_of_peak": flops / best / peak if flops else None}
     _, ok = chol(M, b)
     res["cholesky_accepted_on_sample"] = bool(ok)
+    # psd="shift" on the same sample: items that took the checked eigenvalue fallback
+    _, ok_items = shift(A_hat, b)
+    res["shift_fallback_items_on_sample"] = int(k - int(jnp.sum(ok_items)))
+    res["shift_sample_items"] = int(k)
     return res
 
 
@@ -496,6 +642,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-gd", action="store_true", help="skip the noisy-GD step")
     p.add_argument("--no-breakdown", action="store_true",
                    help="skip the part-by-part timing of the item step")
+    p.add_argument("--no-shift", action="store_true",
+                   help="skip the timing of the eigh-free item step (psd='shift')")
+    p.add_argument("--against", choices=("implicit",), default=None,
+                   help="also time one ALS iteration of the optional `implicit` package (CG "
+                        "and exact) interleaved with dpmt's non-private iteration")
+    p.add_argument("--against-repeats", type=int, default=3,
+                   help="rounds of the --against comparison (best reported; default 3)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--devices", type=int, default=1,
                    help="shard the user and item steps over this many devices (on CPU: "
@@ -546,6 +699,11 @@ def run(args) -> int:
             plot_scaling(results, Path(args.plot))
         log(f"wrote {args.markdown} and {args.plot} from {len(results)} results")
         return 0
+    if args.against == "implicit" and not implicit_available():
+        raise ConfigError("--against implicit needs the optional `implicit` package "
+                          "(pip install implicit)")
+    if args.against_repeats < 1:
+        raise ConfigError(f"--against-repeats must be >= 1 (got {args.against_repeats})")
     if args.devices > 1:
         import jax
 
@@ -560,7 +718,9 @@ def run(args) -> int:
     res = bench_once(args.interactions, args.dim, dataset=args.dataset,
                      devices=args.devices, matmul_size=args.matmul_size,
                      data_dir=args.data_dir, iterations=args.iterations, gd=not args.no_gd,
-                     breakdown=not args.no_breakdown, seed=args.seed, log=log)
+                     breakdown=not args.no_breakdown, seed=args.seed,
+                     shift=not args.no_shift, against=args.against,
+                     against_repeats=args.against_repeats, log=log)
     res["machine"]["lapack_threads"] = lapack_threads
     if args.json:
         atomic_write_json(args.json, res)
@@ -570,9 +730,12 @@ def run(args) -> int:
 
 
 def summary_line(r: dict) -> str:
+    sh = r.get("item_step_shift")
+    shift = (f" [psd=shift {sh['seconds']:.2f}s, {sh['shift_speedup']:.2f}x]"
+             if sh and "shift_speedup" in sh else "")
     return (f"{r['interactions']:,} interactions, d={r['dim']}: item step "
             f"{r['item_step']['seconds']:.2f}s ({100 * r['item_step']['fraction_of_peak']:.1f}% "
-            f"of {r['matmul_peak_flops'] / 1e9:.0f} GFLOP/s), user step "
+            f"of {r['matmul_peak_flops'] / 1e9:.0f} GFLOP/s){shift}, user step "
             f"{r['user_step']['seconds']:.2f}s ({100 * r['user_step']['fraction_of_peak']:.1f}%),"
             f" peak RSS {r['peak_rss_bytes'] / 2**30:.2f} GiB, recompilations after the first "
             f"iteration: {r['recompilations_after_first_iteration']}")

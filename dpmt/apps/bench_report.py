@@ -292,6 +292,11 @@ def headline_lines(results: list[dict]) -> list[str]:
                    f" of the matmul peak, user step {100 * us['fraction_of_peak']:.1f}%"
                    + (f", item statistics alone {100 * stats:.0f}%" if stats else "")
                    + f"; {mem}; {r['recompilations_after_first_iteration']} recompilations.")
+        sh = r.get("item_step_shift")
+        if sh and sh.get("seconds"):   # the eigh-free item solve, same inputs (bench.py)
+            out.append(f"* d = {dim}, {dev} device{'s' if dev > 1 else ''}: item step with "
+                       f"psd=shift {sh['seconds']:.2f} s vs {it['seconds']:.2f} s "
+                       f"({it['seconds'] / sh['seconds']:.2f}x faster).")
     for dim in sorted({d for d, _ in full}):
         one, more = full.get((dim, 1)), [r for (d, n), r in full.items() if d == dim and n > 1]
         for r in more:

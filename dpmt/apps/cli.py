@@ -70,12 +70,20 @@ def cmd_train(args) -> int:
 
 
 def print_baselines(model) -> None:
-    """The baselines of the same evaluation next to the model's Recall@20."""
+    """The baselines of the same evaluation next to the model's figure."""
     m = model.metrics or {}
     base = m.get("baselines") or {}
     if not m:
         return
     which = m.get("eval_set", "test")
+    if "rmse" in m["overall"]:
+        lines = [f"RMSE on the {which} ratings: model {m['overall']['rmse']:.4f}"]
+        for name, bm in base.items():
+            note = " (not private)" if name == "global mean" else \
+                " (the run's released values: free)"
+            lines.append(f"  {name}: {bm['overall']['rmse']:.4f}{note}")
+        print("\n".join(lines))
+        return
     lines = [f"Recall@20 on the {which} users: model {m['overall']['recall@20']:.4f}"]
     for name, bm in base.items():
         extra = "" if name != "private popularity" else " (the run's released counts: free)"

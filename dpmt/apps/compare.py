@@ -24,8 +24,15 @@ from dpmt.privacy.ledger import PRIVACY_UNIT
 
 METRIC = "recall@20"
 
+
+def metric_of(cfg: TrainConfig) -> str:
+    """The headline metric of a task: Recall@20 (implicit) or RMSE (rating)."""
+    return "rmse" if cfg.task == "rating" else METRIC
+
 # The non-private ALS baseline is tuned separately (no noise: larger d and more sweeps pay).
 NONPRIVATE_ALS = dict(dim=16, reg=5.0, gravity=0.5, iterations=6)
+# … and for rating prediction (no gravity: unobserved pairs are not zeros)
+NONPRIVATE_ALS_RATING = dict(dim=8, reg=10.0, gravity=0.0, iterations=6)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,9 +58,10 @@ def parse_weight_spec(spec: str) -> tuple[str, float | None]:
 def build_grid(base: TrainConfig, weight_specs, epsilons, solvers, baselines=True) -> list[GridPoint]:
     points: list[GridPoint] = []
     if baselines:
-        points.append(GridPoint("popularity", None))
-        points.append(GridPoint("ALS (non-private)", base.replace(private=False, solver="ssp",
-                                                                  **NONPRIVATE_ALS)))
+        rating = base.task == "rating"
+        points.append(GridPoint("global mean (exact)" if rating else "popularity", None))
+        points.append(GridPoint("ALS (non-private)", base.replace(
+            private=False, solver="ssp", **(NONPRIVATE_ALS_RATING if rating else NONPRIVATE_ALS))))
     for solver in solvers:
         for eps in epsilons:
             for spec in weight_specs:
@@ -92,7 +100,8 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
     again. ``on_cell(rows)`` is called with all rows so far after every finished cell (the
     CLI saves them, so Ctrl-C or a crash loses at most the cell in progress)."""
     from dpmt.config import ExecutionConfig
-    from dpmt.train.evaluate import popularity_metrics, private_popularity_metrics
+    from dpmt.train.evaluate import (mean_rating_metrics, popularity_metrics,
+                                     private_popularity_metrics)
     from dpmt.train.loop import fit
     from dpmt.train.rundir import prepare_data
 
@@ -115,10 +124,15 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
         split = prepare_data(base.replace(seed=int(seed)), quiet)
         es = split.test if eval_set == "test" else split.validation
         private_pop_done = {float(r["epsilon"]) for r in rows if int(r["seed"]) == int(seed)
-                            and r["method"].startswith("private popularity")}
+                            and r["method"].startswith(("private popularity",
+                                                        "private global mean"))}
         for p in todo:
             t0 = time.time()
-            if p.config is None:
+            if p.config is None and base.task == "rating":
+                exact = float(np.mean(np.asarray(split.train.value, np.float64)))
+                m = mean_rating_metrics(exact, split.train, es, {"epsilon": math.inf})
+                eps, compile_s = math.inf, 0.0
+            elif p.config is None:
                 m = popularity_metrics(split.train, es)
                 eps, compile_s = math.inf, 0.0
             else:
@@ -127,7 +141,19 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
                 m, compile_s = res.metrics, res.compile_seconds
                 eps = res.epsilon if p.config.private else math.inf
             rows.append(_row(p.label, seed, eps, p.config, m, time.time() - t0, compile_s))
-            if p.config is not None and p.config.private and res.item_counts is not None \
+            if p.config is not None and p.config.private and base.task == "rating" \
+                    and p.config.epsilon not in private_pop_done:
+                private_pop_done.add(p.config.epsilon)
+                pm = mean_rating_metrics(res.label_offset, split.train, es,
+                                         res.privacy_summary())
+                rows.append(_row(f"private global mean ε={p.config.epsilon:g}", seed, eps,
+                                 None, pm, 0.0, 0.0))
+                if res.item_offsets is not None:
+                    pm = mean_rating_metrics(res.offsets(np.arange(res.n_items)), split.train,
+                                             es, res.privacy_summary())
+                    rows.append(_row(f"private item offsets ε={p.config.epsilon:g}", seed,
+                                     eps, None, pm, 0.0, 0.0))
+            elif p.config is not None and p.config.private and res.item_counts is not None \
                     and p.config.epsilon not in private_pop_done:
                 # free post-processing of the counts this run released (same ε)
                 private_pop_done.add(p.config.epsilon)
@@ -139,7 +165,7 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
                 on_cell(rows)
             if bar is not None:
                 bar.update(1)
-                bar.set_postfix(last=f"{p.label}: {rows[-1]['recall@20']:.3f}")
+                bar.set_postfix(last=f"{p.label}: {rows[-1][metric_of(base)]:.3f}")
     if bar is not None:
         bar.close()
     order = {(p.label, int(s)): k for k, (s, p) in enumerate((s, p) for s in seeds
@@ -153,15 +179,23 @@ def _row(label, seed, eps, config, m, seconds, compile_seconds) -> dict:
            "solver": "-" if config is None else config.solver,
            "weights": "-" if config is None else
            (config.weights if config.private else "all-ones"),
-           "recall@20": m["overall"]["recall@20"], "ndcg@20": m["overall"]["ndcg@20"],
-           "seconds": seconds, "compile_seconds": compile_seconds,
-           "random_recall@20": m["overall"].get("random_recall@20", float("nan"))}
+           "seconds": seconds, "compile_seconds": compile_seconds}
+    metric = "rmse" if "rmse" in m["overall"] else METRIC
+    row[metric] = m["overall"][metric]
+    if metric == METRIC:
+        row["ndcg@20"] = m["overall"]["ndcg@20"]
+        row["random_recall@20"] = m["overall"].get("random_recall@20", float("nan"))
     for b, bm in enumerate(m["buckets"]):
-        row[f"bucket{b}_recall@20"] = bm["recall@20"]
-        row[f"bucket{b}_random_recall@20"] = bm.get("random_recall@20", float("nan"))
+        row[f"bucket{b}_{metric}"] = bm[metric]
+        if metric == METRIC:
+            row[f"bucket{b}_random_recall@20"] = bm.get("random_recall@20", float("nan"))
         if "min_count" in bm:
             row[f"bucket{b}_counts"] = f"{bm['min_count']}-{bm['max_count']}"
     return row
+
+
+def _metric(summary: list[dict]) -> str:
+    return "rmse" if "rmse" in summary[0] else METRIC
 
 
 def summarise(rows: list[dict]) -> list[dict]:
@@ -171,7 +205,7 @@ def summarise(rows: list[dict]) -> list[dict]:
     for meth in methods:
         rs = [r for r in rows if r["method"] == meth]
         agg = {"method": meth, "seeds": len(rs)}
-        keys = [k for k in rs[0] if k.startswith(("recall", "ndcg", "bucket", "random"))
+        keys = [k for k in rs[0] if k.startswith(("recall", "ndcg", "bucket", "random", "rmse"))
                 and not k.endswith("_counts")]
         for k in keys:
             v = np.array([r[k] for r in rs], dtype=float)
@@ -186,7 +220,8 @@ def summarise(rows: list[dict]) -> list[dict]:
 
 
 def _n_buckets(summary: list[dict]) -> int:
-    return len([k for k in summary[0] if k.startswith("bucket") and k.endswith("_recall@20")
+    metric = _metric(summary)
+    return len([k for k in summary[0] if k.startswith("bucket") and k.endswith("_" + metric)
                 and "random" not in k and not k.endswith("_std")])
 
 
@@ -202,12 +237,15 @@ def format_table(summary: list[dict]) -> str:
         tag = " tail" if b == 0 else " head" if b == n_b - 1 else ""
         return f"B{b + 1}{tag}" + (f" ({rng} ratings)" if rng else "")
 
-    head = ["method", "ε spent", "Recall@20", "NDCG@20"] + [bname(b) for b in range(n_b)]
+    metric = _metric(summary)
+    cols = ["Recall@20", "NDCG@20"] if metric == METRIC else ["RMSE"]
+    head = ["method", "ε spent"] + cols + [bname(b) for b in range(n_b)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in summary:
         eps = "∞" if math.isinf(s["epsilon"]) else f"{s['epsilon']:.3g}"
-        cells = [s["method"], eps, _pm(s, "recall@20"), _pm(s, "ndcg@20")]
-        cells += [_pm(s, f"bucket{b}_recall@20") for b in range(n_b)]
+        cells = [s["method"], eps, _pm(s, metric)] + ([_pm(s, "ndcg@20")]
+                                                     if metric == METRIC else [])
+        cells += [_pm(s, f"bucket{b}_{metric}") for b in range(n_b)]
         lines.append("| " + " | ".join(cells) + " |")
     if "random_recall@20" in s0:
         cells = ["random ranking (expected)", "0", f"{s0['random_recall@20']:.4f}", "–"]
@@ -229,12 +267,13 @@ def plot_buckets(summary: list[dict], path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     n_b = _n_buckets(summary)
+    metric = _metric(summary)
     x = np.arange(n_b + 1)
     width = 0.8 / len(summary)
     fig, ax = plt.subplots(figsize=(max(8, 1.2 * (n_b + 1) * len(summary) / 3), 4.5))
     for k, s in enumerate(summary):
-        vals = [s[f"bucket{b}_recall@20"] for b in range(n_b)] + [s["recall@20"]]
-        errs = [s[f"bucket{b}_recall@20_std"] for b in range(n_b)] + [s["recall@20_std"]]
+        vals = [s[f"bucket{b}_{metric}"] for b in range(n_b)] + [s[metric]]
+        errs = [s[f"bucket{b}_{metric}_std"] for b in range(n_b)] + [s[metric + "_std"]]
         # error bars only where there are seeds to spread
         ax.bar(x + (k - (len(summary) - 1) / 2) * width, vals, width,
                yerr=errs if s["seeds"] > 1 else None, capsize=2, label=s["method"])
@@ -249,7 +288,8 @@ def plot_buckets(summary: list[dict], path: Path, title: str) -> None:
                       + (f"\n{s0[f'bucket{b}_counts']} ratings"
                          if f"bucket{b}_counts" in s0 else "") for b in range(n_b)]
                   + ["overall"])
-    ax.set_ylabel("Recall@20 (each bucket ranks only its items)")
+    ax.set_ylabel("Recall@20 (each bucket ranks only its items)" if metric == METRIC
+                  else "RMSE (lower is better)")
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
@@ -342,8 +382,8 @@ def compare_main(args) -> int:
 
     rows = run_grid(base, points, args.seeds, eval_set=args.eval_set, progress=ex.progress,
                     execution=ex, done=done, on_cell=save)
-    title = (f"{base.dataset}, {args.eval_set} Recall@20, δ={base.delta:g}, d={base.dim}, "
-             f"seeds {list(args.seeds)}")
+    title = (f"{base.dataset}, {args.eval_set} {'RMSE' if base.task == 'rating' else 'Recall@20'}"
+             f", δ={base.delta:g}, d={base.dim}, seeds {list(args.seeds)}")
     table = write_outputs(rows, out, title)
     print(table)
     print(f"\nprivacy unit: {PRIVACY_UNIT}\nwrote {args.out}/summary.md, summary.csv, "

@@ -9,6 +9,13 @@ prints the mistakes, the mistake rate, the best fixed hypothesis in hindsight an
 (ε, δ) the predictor satisfies (per rating; joint DP for predictors, DP of the released
 hypotheses for learners), plus the user-level (ε, δ) of the private popularity histogram
 that defines the buckets; ``--json PATH`` writes the same as JSON.
+
+``--features model --model DIR`` replaces the popularity bucket by the bucket of the score
+``⟨u_j, v_i⟩`` of a saved model (``dpmt train --out DIR``), with ``u_j`` folded in from user
+j's earlier ratings only (:mod:`dpmt.online.ratings_stream`); the report then also states
+the model's user-level (ε, δ). ``--compare --model DIR`` runs SOA, Name-and-Shame and the
+JDP predictor on both feature kinds over the same ratings, next to the best fixed threshold
+in hindsight (``--plot PATH``: cumulative mistakes over the stream).
 """
 
 from __future__ import annotations
@@ -31,10 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.description = ("Replay a ratings dataset in timestamp order as an online task "
                           "(will the user like the item? x = popularity bucket) and run a "
                           "private online predictor on it.")
-    parser.add_argument("--dataset", default="ml-100k",
-                        help="dataset for dpmt.data.load: a name such as ml-100k (default) "
-                             "or a path; 'synthetic-stream' is a small built-in stream with "
-                             "timestamps that needs no download")
+    parser.add_argument("--dataset", default=None,
+                        help="dataset for dpmt.data.load: a name such as ml-100k or a path; "
+                             "'synthetic-stream' is a small built-in stream with timestamps "
+                             "that needs no download (default: the --model's dataset, else "
+                             "ml-100k)")
     parser.add_argument("--data-dir", default=None,
                         help="folder of downloaded datasets (default: dpmt.data's, ./data)")
     parser.add_argument("--predictor", default="jdp", choices=sorted(PREDICTORS),
@@ -65,6 +73,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "(default: delta)")
     parser.add_argument("--preset", default="practical", choices=["practical", "theory"],
                         help="JDPPredictor preset (default practical)")
+    parser.add_argument("--features", default="popularity", choices=["popularity", "model"],
+                        help="x = the item's popularity bucket (default), or the bucket of "
+                             "the --model's score <u_j, v_i> with u_j folded in from the "
+                             "user's earlier ratings")
+    parser.add_argument("--model", default=None, metavar="DIR",
+                        help="a saved model (dpmt train --out DIR) for --features model and "
+                             "--compare; only ratings of its items are streamed")
+    parser.add_argument("--score-edges", default="reference", choices=["reference", "range"],
+                        help="fixed bucket edges of the model score, from the released V only: "
+                             "quantiles over items for the reference user C·mean(V)/|mean(V)| "
+                             "(default), or equal bins of [-C·max|v|, C·max|v|]")
+    parser.add_argument("--min-coverage", type=float, default=0.5,
+                        help="refuse a --model whose items cover less than this share of the "
+                             "dataset's ratings, in [0, 1] (default 0.5)")
+    parser.add_argument("--compare", action="store_true",
+                        help="run soa, name-and-shame and jdp on both feature kinds (needs "
+                             "--model) next to the best fixed threshold; --predictor is unused")
+    parser.add_argument("--plot", default=None, metavar="PATH",
+                        help="with --compare: save a plot of cumulative mistakes (PNG)")
     parser.add_argument("--json", default=None, metavar="PATH",
                         help="also write the results as JSON to PATH")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -88,6 +115,17 @@ def _check_args(args) -> None:
     check_range("--like-threshold", args.like_threshold)
     if args.gamma is not None:
         check_range("--gamma", args.gamma, low=0, high=1, low_open=True)
+    check_range("--min-coverage", args.min_coverage, low=0, high=1)
+    if args.features == "model" and args.model is None:
+        raise ConfigError("--features model needs --model DIR, a saved model (train one with "
+                          "`dpmt train --dataset ml-100k --epsilon 5 --out DIR`)")
+    if args.compare and args.model is None:
+        raise ConfigError("--compare needs --model DIR (it compares popularity and model "
+                          "features)")
+    if args.model is not None and args.features != "model" and not args.compare:
+        raise ConfigError("--model is used only with --features model or --compare")
+    if args.plot is not None and not args.compare:
+        raise ConfigError("--plot is made by --compare")
 
 
 def _finite(v):
@@ -103,24 +141,138 @@ def run(args) -> int:
         return 2
 
 
-def _run(args) -> int:
-    from dpmt.online.predictors import make_predictor, privacy_of, run_predictor
-    from dpmt.online.ratings_stream import best_in_hindsight, ratings_stream
+COMPARED = ("soa", "name-and-shame", "jdp")
 
+
+def _fill_defaults(args) -> None:
     defaults = add_arguments(argparse.ArgumentParser()).parse_args([])
     for k, v in vars(defaults).items():  # a bare Namespace may omit options
         if not hasattr(args, k):
             setattr(args, k, v)
-    _check_args(args)
-    if args.json:
-        from dpmt._io import check_output_path
 
+
+def _load_model(path):
+    from dpmt.model import Model
+
+    return Model.load(path)
+
+
+def _same_dataset(a: str, b: str) -> bool:
+    from pathlib import Path
+
+    if a == b:
+        return True
+    try:
+        return Path(a).exists() and Path(b).exists() and Path(a).resolve() == Path(b).resolve()
+    except OSError:
+        return False
+
+
+def _model_info(model, path) -> dict:
+    cfg = model.config
+    return {"path": str(path), "dataset": cfg.dataset, "n_items": model.n_items,
+            "dim": model.dim, "fingerprint": model.fingerprint(), "reg": cfg.reg,
+            "gravity": cfg.gravity, "user_clip": cfg.user_clip,
+            "history": f"the user's earlier ratings > {cfg.positive_threshold:g} (label 1, "
+                       "implicit feedback as in training), never released"}
+
+
+def _model_privacy(model) -> dict:
+    if not model.private:
+        return {"epsilon": None, "delta": None, "private": False,
+                "unit": "one user (add/remove)", "note": "non-private model (ε = ∞)"}
+    return {"epsilon": float(model.epsilon), "delta": float(model.config.delta),
+            "private": True, "unit": "one user (add/remove): all their ratings",
+            "statement": "user-level DP of the released item embeddings V"}
+
+
+def _histogram_privacy(rs) -> dict:
+    if rs.features == "model":
+        return {"note": "model features: no popularity histogram"}
+    if rs.popularity == "private":
+        return {"epsilon": rs.hist_epsilon, "delta": rs.hist_delta,
+                "unit": "one user (add/remove)", "cap_k": rs.cap_k,
+                "noise_sigma": rs.noise_sigma}
+    return {"note": f"{rs.popularity} popularity: not private"}
+
+
+def _warnings(rs, model) -> list[str]:
+    if model is None:
+        return []
+    out = []
+    if _same_dataset(rs.dataset, model.config.dataset):
+        out.append(f"the streamed ratings ({rs.dataset}) are the model's training data: the "
+                   "same users' data trained V and is streamed again. The user-level (ε, δ) "
+                   "of V and the per-rating JDP (ε, δ) of the predictor are two separate "
+                   "statements, not one composed guarantee")
+    else:
+        out.append(f"the model was trained on {model.config.dataset!r}, not on "
+                   f"{rs.dataset!r}: items are matched by raw id")
+    if not model.private:
+        out.append("the model is not private (ε = ∞): V protects no one")
+    if rs.features == "model":
+        out.append("x_t is computed from the user's own earlier ratings: changing one rating "
+                   "can change that user's later examples too (the per-rating statement is "
+                   "about one example (x_t, y_t))")
+    return out
+
+
+def _stream(args, model, features):
+    from dpmt.online.ratings_stream import ratings_stream
+
+    return ratings_stream(dataset=args.dataset, buckets=args.buckets,
+                          popularity=args.popularity, like_threshold=args.like_threshold,
+                          cap_k=args.cap_k, hist_epsilon=args.hist_epsilon,
+                          hist_delta=args.hist_delta, limit=args.limit, seed=args.seed,
+                          data_dir=args.data_dir, features=features, model=model,
+                          score_edges=args.score_edges, min_coverage=args.min_coverage)
+
+
+def _privacy_line(pv: dict) -> str:
+    return ("not private" if pv["epsilon"] is None else
+            f"(ε, δ) = ({pv['epsilon']:.4g}, {pv['delta']:.3g}), {pv['guarantee']}")
+
+
+def _model_line(mp: dict) -> str:
+    if not mp["private"]:
+        return "none (non-private model, ε = ∞)"
+    return (f"(ε, δ) = ({mp['epsilon']:.4g}, {mp['delta']:.3g}) per user (add/remove one "
+            "user), item embeddings V")
+
+
+def _write_json(path, out) -> None:
+    from dpmt._io import atomic_write_text
+
+    try:
+        atomic_write_text(path, json.dumps(out, indent=2) + "\n")
+    except OSError as e:
+        raise DpmtError(f"cannot write --json {path}: {e.strerror}") from None
+    print(f"wrote {path}")
+
+
+def _run(args) -> int:
+    _fill_defaults(args)
+    _check_args(args)
+    from dpmt._io import check_output_path
+
+    if args.json:
         check_output_path(args.json, "--json", folder=False)
+    if args.plot:
+        check_output_path(args.plot, "--plot", folder=False)
+    model = None if args.model is None else _load_model(args.model)
+    if args.dataset is None:
+        args.dataset = model.config.dataset if model is not None else "ml-100k"
+    if args.compare:
+        return _compare(args, model)
+    return _single(args, model)
+
+
+def _single(args, model) -> int:
+    from dpmt.online.predictors import make_predictor, privacy_of, run_predictor
+    from dpmt.online.ratings_stream import best_in_hindsight
+
     t0 = time.time()
-    rs = ratings_stream(dataset=args.dataset, buckets=args.buckets, popularity=args.popularity,
-                        like_threshold=args.like_threshold, cap_k=args.cap_k,
-                        hist_epsilon=args.hist_epsilon, hist_delta=args.hist_delta,
-                        limit=args.limit, seed=args.seed, data_dir=args.data_dir)
+    rs = _stream(args, model, args.features)
     T = len(rs)
     p = make_predictor(args.predictor, rs.H, epsilon=args.epsilon, delta=args.delta,
                        seed=args.seed, horizon=T, gamma=args.gamma, preset=args.preset)
@@ -137,44 +289,197 @@ def _run(args) -> int:
     best, h = best_in_hindsight(rs.H, rs.xs, rs.ys)
     pv = privacy_of(p)
     out = {
-        "dataset": rs.dataset, "task": rs.task, "predictor": args.predictor,
-        "rounds": T, "mistakes": int(mistakes),
+        "dataset": rs.dataset, "task": rs.task, "features": rs.features,
+        "predictor": args.predictor,
+        "rounds": T, "skipped_ratings": rs.skipped, "mistakes": int(mistakes),
         "mistake_rate": mistakes / T if T else 0.0,
         "best_in_class_mistakes": best, "best_in_class_rate": best / T if T else 0.0,
         "best_hypothesis": rs.H.names[h],
         "positive_rate": float(rs.ys.mean()) if T else 0.0,
         "privacy": {"epsilon": _finite(pv["epsilon"]), "delta": pv["delta"],
                     "guarantee": pv["guarantee"], "unit": "one rating (example)"},
-        "histogram_privacy": ({"epsilon": rs.hist_epsilon, "delta": rs.hist_delta,
-                               "unit": "one user (add/remove)", "cap_k": rs.cap_k,
-                               "noise_sigma": rs.noise_sigma}
-                              if rs.popularity == "private" else
-                              {"note": f"{rs.popularity} popularity: not private"}),
+        "histogram_privacy": _histogram_privacy(rs),
         "buckets": rs.buckets, "seed": args.seed, "epsilon_requested": args.epsilon,
         "delta_requested": args.delta, "rounds_per_second": T / secs if secs > 0 else None,
-        "seconds": round(time.time() - t0, 3),
+        "warnings": _warnings(rs, model),
     }
-    pr = out["privacy"]
-    priv = ("not private" if pr["epsilon"] is None else
-            f"(ε, δ) = ({pr['epsilon']:.4g}, {pr['delta']:.3g}), {pr['guarantee']}")
-    print(f"dataset:            {rs.dataset} ({T} ratings in timestamp order)")
+    if model is not None:
+        out["model"] = _model_info(model, args.model)
+        out["model_privacy"] = _model_privacy(model)
+    if rs.features == "model":
+        out["model"].update(score_edges=args.score_edges,
+                            edges=[float(e) for e in rs.score_edges])
+    out["seconds"] = round(time.time() - t0, 3)
+    print(f"dataset:            {rs.dataset} ({T} ratings in timestamp order"
+          + (f", {rs.skipped} skipped: item not in the model)" if model is not None else ")"))
     print(f"task:               {rs.task}")
     print(f"predictor:          {args.predictor}")
     print(f"mistakes:           {mistakes} / {T}  (rate {out['mistake_rate']:.4f})")
     print(f"best in class:      {best}  (rate {out['best_in_class_rate']:.4f}, "
           f"{out['best_hypothesis']}, in hindsight)")
-    print(f"privacy:            {priv}")
-    if rs.popularity == "private":
-        print(f"histogram privacy:  (ε, δ) = ({rs.hist_epsilon:.4g}, {rs.hist_delta:.3g}) per "
-              f"user, each user capped at {rs.cap_k} ratings, noise σ = {rs.noise_sigma:.3g}")
-    else:
-        print(f"histogram privacy:  none ({rs.popularity} popularity)")
+    print(f"privacy:            {_privacy_line(out['privacy'])}")
+    if rs.features == "popularity":
+        if rs.popularity == "private":
+            print(f"histogram privacy:  (ε, δ) = ({rs.hist_epsilon:.4g}, {rs.hist_delta:.3g}) "
+                  f"per user, each user capped at {rs.cap_k} ratings, noise σ = "
+                  f"{rs.noise_sigma:.3g}")
+        else:
+            print(f"histogram privacy:  none ({rs.popularity} popularity)")
+    if model is not None:
+        print(f"model privacy:      {_model_line(out['model_privacy'])}")
+    for w in out["warnings"]:
+        print(f"warning:            {w}")
     if args.json:
-        from dpmt._io import atomic_write_text
-
-        try:
-            atomic_write_text(args.json, json.dumps(out, indent=2) + "\n")
-        except OSError as e:
-            raise DpmtError(f"cannot write --json {args.json}: {e.strerror}") from None
-        print(f"wrote {args.json}")
+        _write_json(args.json, out)
     return 0
+
+
+def _marks(p, xs, ys, bar=None, chunk: int = 50_000):
+    """(per-round mistake marks, mistakes) of ``p`` on the stream: its whole-stream ``run``
+    (verified against the per-round loop in the tests), chunked as ``run_predictor`` does."""
+    import numpy as np
+
+    parts = []
+    for a in range(0, len(xs), chunk):
+        parts.append(np.asarray(p.run(xs[a:a + chunk], ys[a:a + chunk],
+                                      return_mistakes=True), np.uint8))
+        if bar is not None:
+            bar.update(len(parts[-1]))
+    m = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
+    return m, int(m.sum())
+
+
+def _compare(args, model) -> int:
+    import numpy as np
+
+    from dpmt.online.predictors import jdp_available, make_predictor, privacy_of
+    from dpmt.online.ratings_stream import best_in_hindsight
+
+    t0 = time.time()
+    names = [n for n in COMPARED if n != "jdp" or jdp_available()]
+    streams = {f: _stream(args, model, f) for f in ("popularity", "model")}
+    rp, rm = streams["popularity"], streams["model"]
+    assert np.array_equal(rp.order, rm.order) and np.array_equal(rp.ys, rm.ys)
+    T = len(rm)
+    bar = None
+    if not args.no_progress:
+        from tqdm import tqdm
+        bar = tqdm(total=T * len(names) * 2, unit="round", unit_scale=True,
+                   desc="stream --compare", file=sys.stderr, leave=False)
+    feats, curves, privacy = {}, {}, {}
+    for f, rs in streams.items():
+        best, h = best_in_hindsight(rs.H, rs.xs, rs.ys)
+        row = {"task": rs.task, "best_in_class_mistakes": best,
+               "best_in_class_rate": best / T if T else 0.0,
+               "best_hypothesis": rs.H.names[h], "predictors": {}}
+        curves[(f, "best fixed threshold")] = np.cumsum(rs.H.matrix[h][rs.xs] != rs.ys)
+        for n in names:
+            p = make_predictor(n, rs.H, epsilon=args.epsilon, delta=args.delta,
+                               seed=args.seed, horizon=T, gamma=args.gamma,
+                               preset=args.preset)
+            marks, m = _marks(p, rs.xs, rs.ys, bar)
+            pv = privacy_of(p)
+            privacy[n] = {"epsilon": _finite(pv["epsilon"]), "delta": pv["delta"],
+                          "guarantee": pv["guarantee"], "unit": "one rating (example)"}
+            row["predictors"][n] = {"mistakes": m, "mistake_rate": m / T if T else 0.0}
+            curves[(f, n)] = np.cumsum(marks)
+        feats[f] = row
+    if bar is not None:
+        bar.close()
+    out = {
+        "dataset": rm.dataset, "rounds": T, "skipped_ratings": rm.skipped,
+        "like_threshold": rm.like_threshold,
+        "positive_rate": float(rm.ys.mean()) if T else 0.0, "buckets": rm.buckets,
+        "seed": args.seed, "features": feats,
+        "privacy": {"predictors": privacy, "model": _model_privacy(model),
+                    "histogram": _histogram_privacy(rp)},
+        "model": {**_model_info(model, args.model), "score_edges": args.score_edges,
+                  "edges": [float(e) for e in rm.score_edges]},
+        "warnings": list(dict.fromkeys(_warnings(rp, model) + _warnings(rm, model))),
+    }
+    out["seconds"] = round(time.time() - t0, 3)
+    _print_compare(out, names)
+    if args.plot:
+        plot_cumulative(curves, args.plot, f"{rm.dataset}: {T} ratings in time order, "
+                        f"{rm.buckets} buckets, predictors at (ε, δ) = ({args.epsilon:g}, "
+                        f"{args.delta:g}) per rating")
+        print(f"wrote {args.plot}")
+    if args.json:
+        _write_json(args.json, out)
+    return 0
+
+
+def _print_compare(out: dict, names) -> None:
+    T = out["rounds"]
+    pr = out["privacy"]
+    print(f"dataset:   {out['dataset']} ({T} ratings in timestamp order, "
+          f"{out['skipped_ratings']} skipped: item not in the model; positive rate "
+          f"{out['positive_rate']:.4f})")
+    for f in ("popularity", "model"):
+        print(f"{f + ':':<11} {out['features'][f]['task']}")
+    w = max(len(n) for n in list(names) + ["best fixed threshold"]) + 2
+    print(f"\n{'mistakes':<{w}}{'(ε, δ) per rating':>24}{'popularity':>14}{'model':>14}")
+    for n in names:
+        pv = pr["predictors"][n]
+        priv = "not private" if pv["epsilon"] is None else \
+            f"({pv['epsilon']:.3g}, {pv['delta']:.3g})"
+        cells = "".join(f"{out['features'][f]['predictors'][n]['mistakes']:>14,}"
+                        for f in ("popularity", "model"))
+        print(f"{n:<{w}}{priv:>24}{cells}")
+    cells = "".join(f"{out['features'][f]['best_in_class_mistakes']:>14,}"
+                    for f in ("popularity", "model"))
+    print(f"{'best fixed threshold':<{w}}{'(in hindsight)':>24}{cells}")
+    hp = pr["histogram"]
+    print(f"\nmodel privacy:      {_model_line(pr['model'])}")
+    if "epsilon" in hp:
+        print(f"histogram privacy:  (ε, δ) = ({hp['epsilon']:.4g}, {hp['delta']:.3g}) per "
+              f"user (popularity features only), each user capped at {hp['cap_k']} ratings")
+    else:
+        print(f"histogram privacy:  {hp['note']}")
+    print("predictor privacy:  per rating (one example), "
+          + "; ".join(f"{n}: {_privacy_line(pr['predictors'][n])}" for n in names))
+    for wn in out["warnings"]:
+        print(f"warning:            {wn}")
+
+
+def plot_cumulative(curves: dict, path, title: str) -> None:
+    """Cumulative mistakes over the stream, one line per (features, method) (dashed:
+    popularity features, solid: model features); right panel: the same minus the best fixed
+    popularity threshold's, so that the differences are visible."""
+    import io
+
+    import matplotlib
+    import numpy as np
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dpmt._io import atomic_write_bytes
+
+    ref = curves.get(("popularity", "best fixed threshold"))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
+    colours = {}
+    for (f, n), c in curves.items():
+        T = len(c)
+        idx = np.unique(np.linspace(0, T - 1, min(T, 2000)).astype(np.int64)) if T else \
+            np.zeros(0, np.int64)
+        col = colours.setdefault(n, f"C{len(colours)}")
+        style = dict(color=col, linestyle="-" if f == "model" else "--",
+                     linewidth=1.8 if n == "best fixed threshold" else 1.2,
+                     label=f"{n}, {f} features")
+        axes[0].plot(idx + 1, c[idx], **style)
+        if ref is not None:
+            axes[1].plot(idx + 1, c[idx].astype(np.int64) - ref[idx], **style)
+    axes[0].set_ylabel("cumulative mistakes")
+    axes[1].set_ylabel("cumulative mistakes − best fixed popularity threshold's")
+    for ax in axes:
+        ax.set_xlabel("rating (stream order)")
+        ax.grid(alpha=0.3)
+    axes[1].axhline(0, color="k", linewidth=0.8)
+    axes[0].legend(fontsize=7, ncol=2)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())

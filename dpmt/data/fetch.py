@@ -469,7 +469,9 @@ def load(spec: str | Path, data_dir: str | Path = "data", fetch_if_missing: bool
         * a path to a ratings file (format detected) or to a folder holding one;
         * ``synthetic`` or ``synthetic:users=50000,items=5000,interactions=2000000,
           alpha=1.0,seed=0`` (see :func:`parse_synthetic_spec`);
-        * ``tfds:movielens/100k-ratings`` (split ``train``; needs ``dpmt[tfds]``).
+        * ``tfds:movielens/100k-ratings`` (split ``train``): a prepared ArrayRecord copy
+          needs only tensorflow-datasets; TFRecord data, or preparing it, TensorFlow too
+          (``dpmt[tfds]``). See :func:`~dpmt.data.loaders.from_tfds`.
     data_dir : str or Path
         Where datasets live (see :func:`fetch`).
     fetch_if_missing : bool
@@ -488,7 +490,10 @@ def load(spec: str | Path, data_dir: str | Path = "data", fetch_if_missing: bool
     name : str, optional
         ``Ratings.name`` (default: the dataset name, or the file's folder / stem).
     tfds_data_dir : str, optional
-        TFDS ``data_dir`` for ``tfds:`` specs.
+        TFDS ``data_dir`` for ``tfds:`` specs. Default: ``data_dir`` when it holds the
+        dataset's folder (``data_dir/movielens/100k-ratings``, so the CLI's ``--data-dir``
+        serves both), else TFDS's own (``$TFDS_DATA_DIR`` or ``~/tensorflow_datasets``).
+        ``fetch_if_missing=False`` keeps ``tfds.load`` from downloading.
 
     Returns
     -------
@@ -525,7 +530,11 @@ def load(spec: str | Path, data_dir: str | Path = "data", fetch_if_missing: bool
     if s.startswith("tfds:"):
         from dpmt.data.loaders import from_tfds
 
-        r = from_tfds(s[len("tfds:"):], data_dir=tfds_data_dir, **opts)
+        tname = s[len("tfds:"):]
+        tdir = tfds_data_dir
+        if tdir is None and (Path(data_dir).expanduser() / tname).is_dir():
+            tdir = str(Path(data_dir).expanduser())   # a TFDS folder: --data-dir DIR
+        r = from_tfds(tname, data_dir=tdir, download=fetch_if_missing, **opts)
         return r if name is None else dataclasses.replace(r, name=name)
     p = Path(s).expanduser()
     if p.is_dir():

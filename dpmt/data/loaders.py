@@ -55,13 +55,12 @@ from dpmt.data.parsing import (
     MOVIELENS_RATING_RANGE,
     Layout,
     first_line,
-    canonical_int_ids,
     check_values,
     layout,
     parse_body,
-    token_problem,
 )
 from dpmt.data.ratings import Ratings, keep_last_rows
+from dpmt.data.tfds import read_tfds_columns
 from dpmt.errors import ConfigError, DataError
 
 __all__ = [
@@ -403,73 +402,31 @@ def load_inter(path, **kw) -> Ratings:
 # ----------------------------------------------------------------------------------------
 # TFDS
 # ----------------------------------------------------------------------------------------
-def _ids_from_strings(a: np.ndarray, src: Path, what: str) -> np.ndarray:
-    """bytes/str ids -> int64 when all are canonical non-negative integers below 2**63
-    (so no two distinct ids merge, e.g. '007' and '7'), else the exact str ids."""
-    vals = []
-    for j, x in enumerate(a.tolist()):
-        if isinstance(x, bytes):
-            x = x.decode("utf-8", errors="surrogateescape")
-        else:
-            x = str(x)
-        problem = token_problem(x)
-        if problem:
-            raise DataError(f"{src}: example {j + 1}: {what} {problem}")
-        vals.append(x)
-    if vals and canonical_int_ids(vals):
-        return np.array([int(x) for x in vals], dtype=np.int64)
-    return np.array(vals, dtype=str)
-
-
 def from_tfds(name: str = "movielens/100k-ratings", split: str = "train",
               data_dir: str | None = None, *, rating_range=MOVIELENS_RATING_RANGE,
               on_duplicate: OnDuplicate = "error", download: bool = True) -> Ratings:
-    """Load a TFDS ``movielens/*-ratings`` dataset.
+    """Load a TFDS ``movielens/*-ratings`` dataset (reading: :mod:`dpmt.data.tfds`).
 
-    Needs the optional extra: ``pip install 'dpmt[tfds]'``. Uses the ``user_id``,
-    ``movie_id``, ``user_rating`` and ``timestamp`` features; ids are converted to int64
-    when numeric. Same checks and duplicate policy as :func:`load_file`; ``rating_range``
-    "auto" is the MovieLens scale.
+    A dataset prepared as ArrayRecord (in ``data_dir``, default ``$TFDS_DATA_DIR`` or
+    ``~/tensorflow_datasets``) is read through ``tfds.data_source`` with tensorflow-datasets
+    alone (``pip install tensorflow-datasets``); otherwise ``tfds.load``, which needs
+    TensorFlow (``pip install 'dpmt[tfds]'``), reads TFRecord data or, with ``download``,
+    prepares the dataset. Without TensorFlow the DataError says how to prepare it elsewhere
+    (``tfds build NAME --file_format=array_record``) and copy the folder.
+
+    Uses the ``user_id``, ``movie_id`` (bytes ids: int64 when all are canonical integers,
+    else exact text), ``user_rating`` and ``timestamp`` features. Same checks and
+    duplicate policy as :func:`load_file` (a "line" is the example number in the split);
+    ``rating_range`` "auto" is the MovieLens scale.
     """
     on_duplicate = check_on_duplicate(on_duplicate)
     rating_range = check_rating_range(rating_range)
     if rating_range == _AUTO:
         rating_range = MOVIELENS_RATING_RANGE
-    try:
-        import tensorflow_datasets as tfds  # optional dependency
-    except ImportError:
-        raise DataError("from_tfds needs tensorflow-datasets, which is not installed; "
-                        "run `pip install 'dpmt[tfds]'`, or load the GroupLens files "
-                        "with dpmt.data.load('ml-100k')") from None
-    if not str(name).startswith("movielens/") or not str(name).endswith("-ratings"):
-        raise DataError(f"from_tfds reads the movielens/*-ratings datasets (e.g. "
-                        f"'movielens/100k-ratings'), not {name!r}")
-    try:
-        ds = tfds.load(name, split=split, data_dir=data_dir, batch_size=-1,
-                       download=download)
-        d = tfds.as_numpy(ds)
-    except Exception as e:  # TFDS raises many types; all mean "could not get the data"
-        raise DataError(f"could not load TFDS dataset {name!r} split {split!r}: "
-                        f"{type(e).__name__}: {e}") from None
-    missing = [k for k in ("user_id", "movie_id") if k not in d]
-    if missing:
-        raise DataError(f"TFDS dataset {name!r} has no {', '.join(missing)} feature")
-    src = Path(f"tfds:{name}[{split}]")
-    cols = {"user": _ids_from_strings(np.asarray(d["user_id"]), src, "user id"),
-            "item": _ids_from_strings(np.asarray(d["movie_id"]), src, "item id")}
-    if "user_rating" in d:
-        cols["rating"] = np.asarray(d["user_rating"], np.float64)
-    if "timestamp" in d:
-        cols["timestamp"] = np.asarray(d["timestamp"], np.int64)
-    if len(cols["user"]) == 0:
+    cols, src = read_tfds_columns(name, split, data_dir, download)
+    if not cols or len(cols["user"]) == 0:
         raise DataError(f"TFDS dataset {name!r} split {split!r} is empty")
     lay = Layout("\t", 4, {k: 0 for k in cols}, 0, rating_range)
-    # "line" = example number (1-based) in the split
-    check_values(cols, np.arange(1, len(cols["user"]) + 1), lay, src)
-    for key in ("user", "item"):
-        a = cols[key]
-        if a.dtype.kind == "i" and (a < 0).any():
-            raise DataError(f"{src}: example {int(np.argmax(a < 0)) + 1}: negative {key} id")
-    return _assemble(cols, np.arange(1, len(cols["user"]) + 1), lay, src, on_duplicate,
-                     str(name))
-
+    lines = np.arange(1, len(cols["user"]) + 1)          # "line" = example number
+    check_values(cols, lines, lay, src)
+    return _assemble(cols, lines, lay, src, on_duplicate, str(name))

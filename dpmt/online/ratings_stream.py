@@ -29,6 +29,18 @@ the stream starts); the online predictor's (ε, δ) is per example (per rating) 
 DP. Real ratings are not realisable by any threshold: SOA-based predictors use their
 non-realisable policy (see :class:`dpmt.online.soa.SOA`), and reports show the mistakes
 next to the best fixed hypothesis in hindsight (:func:`best_in_hindsight`).
+
+**Model features** (``features="model"``): ``x_t`` is instead the bucket of the score
+``⟨u_j, v_i⟩`` of a trained model's released item embeddings ``V`` (user-level DP), where
+``u_j`` is folded in from user ``j``'s *earlier* ratings only (:class:`IncrementalFoldIn`;
+the user's own data, never released). The fold-in follows the model's implicit-feedback
+convention: the history ``H_j`` is the set of items ``j`` rated above the model's
+``positive_threshold`` earlier in the stream, each with label 1, and
+``u_j = clip_C((Σ_{i∈H_j} v_i v_iᵀ + α0 VᵀV + λI)⁻¹ Σ_{i∈H_j} v_i)`` — exactly
+``Model.fold_in`` of that history. A rating's own value never reaches its own ``x_t``.
+Bucket edges are fixed before the stream from ``V`` and ``C`` only
+(:func:`model_score_edges`), so they use no streamed data. Ratings of items the model does
+not have are skipped (counted in ``skipped``).
 """
 
 from __future__ import annotations
@@ -42,7 +54,11 @@ from dpmt.online.hypotheses import HypothesisClass, thresholds
 from dpmt.online.streams import Stream
 
 __all__ = ["RatingsStream", "ratings_stream", "load_ratings", "synthetic_ratings", "private_item_counts",
-           "popularity_buckets", "best_in_hindsight", "histogram_epsilon", "cap_per_user"]
+           "popularity_buckets", "best_in_hindsight", "histogram_epsilon", "cap_per_user",
+           "IncrementalFoldIn", "model_score_edges", "model_rows", "SCORE_EDGES", "FEATURES"]
+
+FEATURES = ("popularity", "model")
+SCORE_EDGES = ("reference", "range")
 
 
 @dataclasses.dataclass
@@ -60,11 +76,19 @@ class RatingsStream:
       noise_sigma: the Gaussian noise standard deviation per count (private only).
       cap_k: per-user contribution cap (private only).
       task: a one-line statement of the prediction task.
+      features: ``"popularity"`` or ``"model"``.
+      skipped: ratings left out because the model does not have their item (model only).
+      score_edges: the ``buckets − 1`` fixed score edges (model only).
+      scores: the score ``⟨u_j, v_i⟩`` of every streamed rating (model only).
+      history_threshold: a rating ``> history_threshold`` enters its user's fold-in
+        history (the model's ``positive_threshold``; model only).
+
+    With model features ``bucket_of_item`` is None (the bucket depends on the user).
     """
 
     stream: Stream
     H: HypothesisClass
-    bucket_of_item: np.ndarray
+    bucket_of_item: np.ndarray | None
     order: np.ndarray
     popularity: str
     buckets: int
@@ -75,6 +99,11 @@ class RatingsStream:
     cap_k: int | None = None
     dataset: str = "ratings"
     task: str = ""
+    features: str = "popularity"
+    skipped: int = 0
+    score_edges: np.ndarray | None = None
+    scores: np.ndarray | None = None
+    history_threshold: float | None = None
 
     @property
     def xs(self) -> np.ndarray:
@@ -212,28 +241,249 @@ def best_in_hindsight(H: HypothesisClass, xs, ys) -> tuple[int, int]:
     return int(err[h]), h
 
 
+def model_rows(model_item_ids, item_ids) -> np.ndarray:
+    """Row of each raw id of ``item_ids`` in a model whose rows have ``model_item_ids``
+    (int64, −1 where the model does not have the item). Integer and text ids are compared
+    as text when the two sides differ in kind (``5`` matches ``"5"``)."""
+    mi, di = np.asarray(model_item_ids), np.asarray(item_ids)
+    if mi.ndim != 1 or di.ndim != 1:
+        raise DataError("item ids must be 1-D arrays")
+    if mi.size == 0 or di.size == 0:
+        return np.full(di.size, -1, np.int64)
+    mi, di = _comparable(mi), _comparable(di)
+    if (mi.dtype.kind == "i") != (di.dtype.kind == "i"):
+        mi, di = mi.astype(str), di.astype(str)
+    order = np.argsort(mi, kind="stable")
+    sm = mi[order]
+    pos = np.minimum(np.searchsorted(sm, di), sm.size - 1)
+    return np.where(sm[pos] == di, order[pos], -1).astype(np.int64)
+
+
+def _comparable(a: np.ndarray) -> np.ndarray:
+    if a.dtype.kind in "iub":
+        return a.astype(np.int64)
+    if a.dtype.kind == "f" and np.all(np.isfinite(a)) and np.all(a == np.round(a)):
+        return a.astype(np.int64)
+    return a.astype(str)
+
+
+def model_score_edges(V, user_clip: float, buckets: int, method: str = "reference"
+                      ) -> np.ndarray:
+    """The ``buckets − 1`` increasing edges that quantise a score ``⟨u, v_i⟩`` into buckets
+    ``0..buckets−1`` (``np.searchsorted(edges, s, side="right")``), from the released
+    ``V`` (m, d) and the clip ``C = user_clip`` only — no streamed data.
+
+    * ``"reference"`` (default): the rank quantiles ``k/buckets`` over items of
+      ``⟨ū, v_i⟩`` for the public reference user ``ū = C·v̄/‖v̄‖`` (``v̄`` the mean row of
+      ``V``, the direction real users' embeddings lie close to under implicit feedback;
+      the top right-singular vector if ``v̄ = 0``): each bucket holds about the same
+      number of items for that reference user.
+    * ``"range"``: ``buckets`` equal-width bins of ``[−R, R]``, ``R = C·max_i ‖v_i‖`` (every
+      score lies there, by Cauchy–Schwarz and ``‖u‖ ≤ C``); coarse, since most scores are
+      far inside the bound.
+    """
+    check_range("buckets", buckets, low=1, integer=True)
+    check_range("user_clip", user_clip, low=0, low_open=True)
+    if method not in SCORE_EDGES:
+        raise ConfigError(f"score edges must be one of {list(SCORE_EDGES)} (got {method!r})")
+    V = np.asarray(V, np.float64)
+    if V.ndim != 2 or V.shape[0] < 1 or not np.all(np.isfinite(V)):
+        raise DataError("item embeddings must be a non-empty (m, d) array of finite numbers")
+    B = int(buckets)
+    if method == "range":
+        R = float(user_clip) * float(np.linalg.norm(V, axis=1).max())
+        R = R if R > 0 else 1.0
+        return np.linspace(-R, R, B + 1)[1:-1]
+    vbar = V.mean(axis=0)
+    if np.linalg.norm(vbar) <= 1e-12 * max(1.0, float(np.abs(V).max())):
+        vbar = np.linalg.svd(V, full_matrices=False)[2][0]
+    ref = V @ (float(user_clip) * vbar / np.linalg.norm(vbar))
+    return np.quantile(ref, np.arange(1, B) / B)
+
+
+class IncrementalFoldIn:
+    """Users' fold-in embeddings against released item embeddings, updated incrementally.
+
+    User ``j``'s system is ``M_j = Σ_{i∈H_j} v_i v_iᵀ + α0 VᵀV + λI`` with right-hand side
+    ``b_j = Σ_{i∈H_j} y_i v_i`` (``y_i = 1``: implicit feedback) and
+    ``u_j = M_j⁻¹ b_j · min(1, C/‖M_j⁻¹ b_j‖)`` — :meth:`dpmt.model.Model.fold_in` of the
+    history ``H_j``, in float64 numpy (``d`` is small). The history Grams
+    ``Σ v_i v_iᵀ`` (n_users, d, d) and ``b_j`` (n_users, d) are kept per user; adding an
+    item is a rank-one update and a solve is one ``np.linalg.solve`` of a d × d system.
+    A history is a set: the caller adds an item at most once per user.
+    """
+
+    def __init__(self, V, n_users: int, *, reg: float, gravity: float, user_clip: float):
+        V = np.asarray(V, np.float64)
+        if V.ndim != 2 or V.shape[0] < 1 or V.shape[1] < 1 or not np.all(np.isfinite(V)):
+            raise DataError("item embeddings must be a non-empty (m, d) array of finite "
+                            "numbers")
+        check_range("n_users", n_users, low=1, integer=True)
+        check_range("reg", reg, low=0)
+        check_range("gravity", gravity, low=0)
+        check_range("user_clip", user_clip, low=0, low_open=True)
+        if reg <= 0 and gravity <= 0:
+            raise ConfigError("the fold-in needs reg > 0 or gravity > 0")
+        d = V.shape[1]
+        self.V, self.clip = V, float(user_clip)
+        self.base = float(gravity) * (V.T @ V) + float(reg) * np.eye(d)
+        self.gram = np.zeros((int(n_users), d, d))
+        self.rhs = np.zeros((int(n_users), d))
+
+    @property
+    def dim(self) -> int:
+        return int(self.V.shape[1])
+
+    def _solve(self, M: np.ndarray, b: np.ndarray) -> np.ndarray:
+        u = np.linalg.solve(M, b[..., None])[..., 0]
+        norm = np.linalg.norm(u, axis=-1, keepdims=True)
+        return u * (self.clip / np.maximum(norm, self.clip))
+
+    def embedding(self, user: int) -> np.ndarray:
+        """``u_j`` (d,) from the items added so far (0 for an empty history)."""
+        return self._solve(self.base + self.gram[user], self.rhs[user])
+
+    def add(self, user: int, row: int, y: float = 1.0) -> None:
+        """Add item ``row`` (with label ``y``) to user ``user``'s history."""
+        v = self.V[row]
+        self.gram[user] += np.outer(v, v)
+        self.rhs[user] += y * v
+
+    def step(self, users, rows, add) -> np.ndarray:
+        """Process ratings in stream order: the embedding (n, d) each rating sees — from
+        the items its user added strictly before it (earlier calls, and earlier entries of
+        this batch) — then the entries with ``add`` true join their user's history.
+        A rating's own ``add`` never reaches its own embedding."""
+        users = np.asarray(users, np.int64)
+        rows = np.asarray(rows, np.int64)
+        w = np.asarray(add, bool).astype(np.float64)
+        n, d = users.size, self.dim
+        if n == 0:
+            return np.zeros((0, d))
+        R = self.V[rows] * w[:, None]                         # y_i v_i (0 if not added)
+        O = R[:, :, None] * self.V[rows][:, None, :]          # v_i v_iᵀ (0 if not added)
+        order = np.argsort(users, kind="stable")              # by user, stream order inside
+        us, O, R = users[order], O[order], R[order]
+        new = np.r_[True, us[1:] != us[:-1]]
+        starts = np.flatnonzero(new)
+        lengths = np.diff(np.r_[starts, n])
+        first = us[starts]                                    # distinct users
+        # each rating's history sums: its user's state plus the user's earlier entries,
+        # added one at a time in stream order (as :meth:`add` does, so no rounding ties one
+        # user's numbers to another's), vectorised across users
+        G = np.empty((n, d, d))
+        b = np.empty((n, d))
+        G[starts], b[starts] = self.gram[first], self.rhs[first]
+        for k in range(1, int(lengths.max())):
+            ix = starts[lengths > k] + k
+            G[ix] = G[ix - 1] + O[ix - 1]
+            b[ix] = b[ix - 1] + R[ix - 1]
+        U = np.empty((n, d))
+        U[order] = self._solve(self.base + G, b)
+        last = starts + lengths - 1
+        self.gram[first] = G[last] + O[last]
+        self.rhs[first] = b[last] + R[last]
+        return U
+
+    def run(self, users, rows, add, chunk: int | None = None) -> np.ndarray:
+        """:meth:`step` over a whole stream in chunks (bounded memory); (n, d)."""
+        users = np.asarray(users, np.int64)
+        chunk = int(chunk or max(256, 2 ** 20 // (self.dim * self.dim)))
+        out = np.empty((users.size, self.dim))
+        for a in range(0, users.size, chunk):
+            out[a:a + chunk] = self.step(users[a:a + chunk], np.asarray(rows)[a:a + chunk],
+                                         np.asarray(add)[a:a + chunk])
+        return out
+
+
+def _match_model_items(ratings, model, name: str, min_coverage: float) -> np.ndarray:
+    """Model row of each item of ``ratings`` (−1: not in the model); refuses a model whose
+    items do not match the dataset."""
+    rows = model_rows(model.item_ids, ratings.item_ids)
+    in_model = rows[np.asarray(ratings.item)] >= 0
+    mdata = getattr(model.config, "dataset", "?")
+    if not in_model.any():
+        raise DataError(
+            f"the model's item ids do not match {name}: none of its {ratings.n_items} items "
+            f"is in the model ({len(model.item_ids)} items, trained on {mdata!r}; model ids "
+            f"e.g. {np.asarray(model.item_ids)[:3].tolist()}, dataset ids e.g. "
+            f"{np.asarray(ratings.item_ids)[:3].tolist()}); stream the dataset the model was "
+            "trained on")
+    cov = float(in_model.mean())
+    if cov < min_coverage:
+        raise DataError(
+            f"the model's item ids do not match {name}: only {cov:.1%} of its ratings are of "
+            f"items in the model (trained on {mdata!r}), below the minimum coverage "
+            f"{min_coverage:g}; stream the model's dataset, or lower the minimum coverage")
+    return rows
+
+
+def _model_features(ratings, model, order, rows_of_item, buckets, score_edges):
+    """(xs, scores, edges, history threshold) of the model-feature stream."""
+    cfg = model.config
+    V = np.asarray(model.item_embeddings, np.float64)
+    users = np.asarray(ratings.user, np.int64)[order]
+    rows = rows_of_item[np.asarray(ratings.item)[order]]
+    thr = float(cfg.positive_threshold)
+    cand = np.flatnonzero(np.asarray(ratings.value)[order] > thr)
+    # a history is a set: only a pair's first liked rating adds the item (re-ratings don't)
+    _, first = np.unique(users[cand] * V.shape[0] + rows[cand], return_index=True)
+    add = np.zeros(order.size, bool)
+    add[cand[first]] = True
+    fold = IncrementalFoldIn(V, ratings.n_users, reg=cfg.reg, gravity=cfg.gravity,
+                             user_clip=cfg.user_clip)
+    U = fold.run(users, rows, add)
+    scores = np.einsum("nd,nd->n", U, V[rows])
+    edges = model_score_edges(V, cfg.user_clip, buckets, score_edges)
+    xs = np.searchsorted(edges, scores, side="right").astype(np.int64)
+    return xs, scores, edges, thr
+
+
 def ratings_stream(ratings=None, *, dataset: str = "ml-100k", buckets: int = 32,
                    popularity="private", like_threshold: float = 4.0, cap_k: int = 50,
                    hist_epsilon: float | None = 1.0, hist_delta: float = 1e-6,
                    noise_multiplier: float | None = None, limit: int | None = None,
-                   seed=0, data_dir: str | None = None) -> RatingsStream:
+                   seed=0, data_dir: str | None = None, features: str = "popularity",
+                   model=None, score_edges: str = "reference",
+                   min_coverage: float = 0.5) -> RatingsStream:
     """Build the streamed-ratings task (see module docstring).
 
     Args:
       ratings: a :class:`dpmt.data.Ratings` (with timestamps); if None, ``dataset`` is
         loaded with ``dpmt.data.load``.
-      buckets: number of popularity buckets (the domain size).
-      popularity: ``"private"``, ``"exact"`` or an array of public per-item scores.
+      buckets: number of buckets (the domain size).
+      popularity: ``"private"``, ``"exact"`` or an array of public per-item scores
+        (popularity features).
       like_threshold: ``y = 1[rating >= like_threshold]``.
       cap_k, hist_epsilon, hist_delta, noise_multiplier: the private histogram.
-      limit: keep only the first ``limit`` ratings of the stream (after ordering).
+      limit: keep only the first ``limit`` ratings of the dataset in time order (then the
+        ratings of items the model lacks are skipped).
       seed: seeds the capping, the noise and the bucket tie-breaks.
       data_dir: where ``dpmt.data.load`` keeps datasets (default: its own default).
+      features: ``"popularity"`` (x = popularity bucket) or ``"model"`` (x = bucket of the
+        model score ``⟨u_j, v_i⟩``, ``u_j`` from user j's earlier ratings).
+      model: a trained model (``item_embeddings``, ``item_ids`` and a ``config`` with
+        ``reg``, ``gravity``, ``user_clip``, ``positive_threshold``, e.g.
+        :class:`dpmt.model.Model`); needed for model features. With either features, only
+        ratings of items the model has are streamed (the rest counted in ``skipped``), so
+        the two feature kinds see the same ratings.
+      score_edges: ``"reference"`` or ``"range"`` (:func:`model_score_edges`).
+      min_coverage: refuse a model whose items cover less than this share of the
+        dataset's ratings (its ids do not match the dataset).
     """
     check_range("buckets", buckets, low=1, integer=True)
     check_range("like_threshold", like_threshold)
+    check_range("min_coverage", min_coverage, low=0, high=1)
     if limit is not None:
         check_range("limit", limit, low=1, integer=True)
+    if features not in FEATURES:
+        raise ConfigError(f"features must be one of {list(FEATURES)} (got {features!r})")
+    if features == "model" and model is None:
+        raise ConfigError("model features need a trained model (model=...; CLI: --model DIR)")
+    if model is not None and getattr(model.config, "task", "implicit") != "implicit":
+        raise ConfigError(f"model features need an implicit-feedback model (task "
+                          f"'implicit'); this one was trained with task "
+                          f"{model.config.task!r}")
     if ratings is None:
         ratings = load_ratings(dataset, data_dir=data_dir)
         name = dataset
@@ -245,8 +495,37 @@ def ratings_stream(ratings=None, *, dataset: str = "ml-100k", buckets: int = 32,
     if ts is None:
         raise DataError(f"{name}: the ratings have no timestamps, so they cannot be streamed "
                         "in time order")
+    rows_of_item = None
+    if model is not None:
+        rows_of_item = _match_model_items(ratings, model, name, float(min_coverage))
     ss = np.random.SeedSequence(seed)
     s_hist, s_buck = ss.spawn(2)
+    order = np.argsort(np.asarray(ts), kind="stable")
+    if limit is not None:
+        order = order[: int(limit)]
+    skipped = 0
+    if rows_of_item is not None:
+        keep = rows_of_item[np.asarray(ratings.item)[order]] >= 0
+        skipped = int(order.size - keep.sum())
+        order = order[keep]
+        if order.size == 0:
+            raise DataError(f"{name}: none of the streamed ratings is of an item in the "
+                            "model (raise --limit)")
+    ys = (np.asarray(ratings.value)[order] >= like_threshold).astype(np.int8)
+    if features == "model":
+        xs, scores, edges, thr = _model_features(ratings, model, order, rows_of_item,
+                                                 int(buckets), score_edges)
+        task = (f"will the user like the item (rating >= {like_threshold:g})? x = bucket of "
+                f"the model score <u_j, v_i> (1 of {int(buckets)}, fixed {score_edges} edges "
+                f"from the released V), u_j folded in from the user's earlier ratings > "
+                f"{thr:g}; class: thresholds over buckets")
+        st = Stream(xs, ys, {"kind": "ratings", "dataset": name, "features": "model",
+                             "buckets": int(buckets)})
+        return RatingsStream(
+            stream=st, H=thresholds(int(buckets)), bucket_of_item=None, order=order,
+            popularity="none", buckets=int(buckets), like_threshold=float(like_threshold),
+            dataset=name, task=task, features="model", skipped=skipped, score_edges=edges,
+            scores=scores, history_threshold=thr)
     info: dict = {}
     if isinstance(popularity, str) and popularity == "private":
         scores, info = private_item_counts(ratings, cap_k=cap_k, hist_epsilon=hist_epsilon,
@@ -267,11 +546,7 @@ def ratings_stream(ratings=None, *, dataset: str = "ml-100k", buckets: int = 32,
                               f"({ratings.n_items}); got shape {scores.shape}")
         kind = "public"
     bucket_of_item = popularity_buckets(scores, int(buckets), seed=np.random.default_rng(s_buck))
-    order = np.argsort(np.asarray(ts), kind="stable")
-    if limit is not None:
-        order = order[: int(limit)]
     xs = bucket_of_item[np.asarray(ratings.item)[order]]
-    ys = (np.asarray(ratings.value)[order] >= like_threshold).astype(np.int8)
     task = (f"will the user like the item (rating >= {like_threshold:g})? x = item popularity "
             f"bucket (1 of {int(buckets)}, from {kind} counts); class: thresholds over buckets")
     st = Stream(xs, ys, {"kind": "ratings", "dataset": name, "popularity": kind,
@@ -281,4 +556,5 @@ def ratings_stream(ratings=None, *, dataset: str = "ml-100k", buckets: int = 32,
         popularity=kind, buckets=int(buckets), like_threshold=float(like_threshold),
         hist_epsilon=info.get("epsilon") if kind == "private" else (0.0 if kind == "public" else None),
         hist_delta=info.get("delta") if kind == "private" else (0.0 if kind == "public" else None),
-        noise_sigma=info.get("sigma"), cap_k=info.get("cap_k"), dataset=name, task=task)
+        noise_sigma=info.get("sigma"), cap_k=info.get("cap_k"), dataset=name, task=task,
+        skipped=skipped)

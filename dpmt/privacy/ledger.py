@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 

@@ -91,6 +91,40 @@ def private_counts(user_ids, item_ids, n_items: int, *, k: int, noise_std: float
     return noisy, release
 
 
+def item_sum_sensitivity(k: int, clip: float) -> float:
+    """L2 sensitivity of per-item sums of labels clipped to [−c, c] when each user adds ≤ k
+    distinct items: √k·c."""
+    return math.sqrt(k) * float(clip)
+
+
+def private_item_offsets(labels, user_ids, item_ids, n_items: int, noisy_counts, *, k: int,
+                         clip: float, noise_std: float, key: jax.Array, prior_std: float = 0.4,
+                         label_std: float = 1.0) -> np.ndarray:
+    """Private per-item offsets b̂_i, shrunk towards 0 by the known noise, clipped to ±c.
+
+    S̃_i = Σ_{j: kept} clip(y_ij, ±c) + N(0, σ²) over a uniform sample of ≤ k ratings per user
+    (L2 sensitivity √k·c, :func:`item_sum_sensitivity`). With ñ_i the *released* noisy count,
+    a N(0, τ²) prior on b_i and per-rating spread ν, the posterior mean of b_i given
+    S̃_i ≈ ñ_i b_i + e_i, Var(e_i) = ñ_i ν² + σ², is
+
+        b̂_i = ñ_i τ² S̃_i / (ñ_i² τ² + ñ_i ν² + σ²),
+
+    so a rarely rated item, whose sum is mostly noise, gets an offset near 0. τ (``prior_std``)
+    and ν (``label_std``) are public constants; σ is the release's known noise. Post-processing
+    of two releases; the caller charges the sum's release. Returns float64 (n_items,).
+    """
+    check_range("noise_std", noise_std, low=0.0, low_open=True)
+    y = np.clip(np.asarray(labels, np.float64), -clip, clip)
+    item_ids = np.asarray(item_ids)
+    k_cap, k_noise = jax.random.split(key)
+    keep = cap_per_user(np.asarray(user_ids), k, k_cap)
+    sums = np.bincount(item_ids[keep], weights=y[keep], minlength=n_items)
+    sums = sums + noise_std * np.asarray(jax.random.normal(k_noise, (n_items,)), np.float64)
+    n = np.maximum(np.asarray(noisy_counts, np.float64)[:n_items], 1.0)
+    t2, v2 = prior_std ** 2, label_std ** 2
+    return np.clip(n * t2 * sums / (n * n * t2 + n * v2 + noise_std ** 2), -clip, clip)
+
+
 def private_mean(values, user_ids, *, low: float, high: float, k: int, sum_noise_std: float,
                  count_noise_std: float, key: jax.Array, ledger: PrivacyLedger | None = None,
                  name: str = "rating_mean") -> tuple[float, tuple[Release, Release]]:

@@ -223,13 +223,12 @@ def sharded_ssp_item_step(mesh: Mesh, layout: ShardedLayout, X, weights, labels,
     returns θ float32 (n_items, d), replicated on every device of the mesh.
     """
     _check(layout, mesh, "items", "sharded_ssp_item_step")
-    if psd not in ("project", "floor"):
-        raise ConfigError(f"psd must be 'project' or 'floor' (got {psd!r})")
+    ssp._check_psd(psd)
     ssp._check_reg(reg)
     noiseless = all(isinstance(s, (int, float)) and s == 0 for s in (sigma_A, sigma_b))
     if key is None and not noiseless:
         raise ConfigError("sharded_ssp_item_step needs a PRNG key when noise is on")
-    if extra is None:
+    if extra is None and psd == "floor":
         psd = "project"
     X = replicate(_f32(X), mesh)
     d = X.shape[-1]
@@ -253,7 +252,7 @@ def _f32(x):
 @jax.jit(static_argnames=("mesh", "psd", "batch_size", "noisy"))
 def _sharded_item(mesh, sl, X, weights, labels, key, sigma_A, sigma_b, reg, extra, *,
                   psd, batch_size, noisy):
-    count_trace("sharded_ssp_item_step")
+    count_trace("sharded_ssp_item_step_shift" if psd == "shift" else "sharded_ssp_item_step")
     axis = axis_name(mesh)
     layout = sl.layout
     kw = dict(psd=psd, batch_size=batch_size, noisy=noisy)
@@ -264,14 +263,16 @@ def _sharded_item(mesh, sl, X, weights, labels, key, sigma_A, sigma_b, reg, extr
     def local(buckets, empty, X, key, sigma_A, sigma_b, reg, opt):
         d = X.shape[-1]
         extra_p = ssp.project_psd(opt["extra"]) if "extra" in opt else None
+        # psd="shift": the shift of the whole item set (layout.n_rows), as on one device
+        shift = ssp.spectral_shift(sigma_A, d, layout.n_rows) if psd == "shift" else None
         lay = local_layout(buckets, layout)
         outs = lay.map_chunks(lambda c: ssp.private_item_solve_chunk(
             c, X, opt.get("weights"), opt.get("labels"), key, sigma_A, sigma_b, reg, extra_p,
-            **kw))
+            shift=shift, **kw))
         k = empty.shape[0]
         th_e = ssp.private_rows_solve(jnp.zeros((k, d, d), jnp.float32),
                                       jnp.zeros((k, d), jnp.float32), empty.astype(jnp.uint32),
-                                      key, sigma_A, sigma_b, reg, extra_p, **kw)
+                                      key, sigma_A, sigma_b, reg, extra_p, shift=shift, **kw)
         outs = [jax.lax.all_gather(o, axis, axis=1, tiled=True) for o in outs]
         return outs, jax.lax.all_gather(th_e, axis, tiled=True)
 

@@ -147,8 +147,11 @@ def make_steps(cfg: TrainConfig, train, weights, *, labels=None, item_features=N
 
 
 def ssp_item_step(steps: Steps) -> ItemStep:
-    """SSP (Algorithm 1) as an :class:`ItemStep`: stateless."""
+    """SSP (Algorithm 1) as an :class:`ItemStep`: stateless. ``cfg.item_solve`` picks how the
+    noisy item systems are made well-posed (``psd=`` of :func:`dpmt.solvers.ssp.ssp_solve`:
+    "project" or "shift")."""
     reg = steps.cfg.reg
+    psd = steps.cfg.item_solve
 
     def init(key, V) -> ItemState:
         return ItemState()
@@ -158,13 +161,13 @@ def ssp_item_step(steps: Steps) -> ItemStep:
             from dpmt.solvers.ssp import ssp_item_step as step
 
             V_new = step(steps.items, U, steps.weights, steps.labels, key, noise.sigma_A,
-                         noise.sigma_b, reg, extra=extra)
+                         noise.sigma_b, reg, extra=extra, psd=psd)
         else:
             from dpmt.solvers import sharding
 
             V_new = sharding.sharded_ssp_item_step(
                 steps.mesh, steps.items, U, steps.weights, steps.labels, key, noise.sigma_A,
-                noise.sigma_b, reg, extra=extra)
+                noise.sigma_b, reg, extra=extra, psd=psd)
         return V_new, state
 
     return ItemStep(init, update)

@@ -2,7 +2,7 @@
 
 The state is a pytree — :class:`LoopState` (V, the next iteration, the item step's
 :class:`~dpmt.solvers.steps.ItemState`) — plus what was released and charged so far (the
-ledger, the noisy counts) and the fingerprints of the config and of the training data it
+ledger, the noisy counts, the private rating mean) and the fingerprints of the config and of the training data it
 belongs to. One ``.npz`` holds all of it, written atomically: a crash never separates a
 charged release from its output, and a checkpoint is never applied to another run's config
 or data (resume checks both fingerprints and refuses with the field that differs).
@@ -53,7 +53,8 @@ class Checkpoint:
         self.path = Path(run_dir) / CHECKPOINT_FILE
 
     def save(self, state: LoopState, ledger: PrivacyLedger | None, noisy_counts, noisy_n,
-             history: list[dict], *, config_fingerprint: str, data_fingerprint: str) -> None:
+             history: list[dict], *, config_fingerprint: str, data_fingerprint: str,
+             label_offset: float | None = None, item_offsets=None) -> None:
         from flax import serialization
 
         arrays = {"version": np.array(CHECKPOINT_VERSION),
@@ -68,6 +69,10 @@ class Checkpoint:
         if noisy_counts is not None:
             arrays["noisy_counts"] = np.asarray(noisy_counts)
             arrays["noisy_n"] = np.array(noisy_n)
+        if label_offset is not None:
+            arrays["label_offset"] = np.array(float(label_offset))
+        if item_offsets is not None:
+            arrays["item_offsets"] = np.asarray(item_offsets, np.float64)
         atomic_save_npz(self.path, **arrays)
 
     def exists(self) -> bool:
@@ -120,6 +125,10 @@ class Checkpoint:
             if "noisy_counts" in raw:
                 state["noisy_counts"] = raw["noisy_counts"]
                 state["noisy_n"] = float(raw["noisy_n"])
+            if "label_offset" in raw:
+                state["label_offset"] = float(raw["label_offset"])
+            if "item_offsets" in raw:
+                state["item_offsets"] = raw["item_offsets"]
         except DataError:
             raise
         except (KeyError, ValueError, TypeError, json.JSONDecodeError) as e:

@@ -73,3 +73,49 @@ def private_popularity_metrics(noisy_counts: np.ndarray, train, eval_set, privac
     m = _score_metrics(noisy_counts, train, eval_set, ks)
     m["privacy"] = dict(privacy)
     return m
+
+
+def evaluate_ratings(model, train, eval_set) -> dict:
+    """RMSE of a rating model on ``eval_set.targets`` (overall and per popularity bucket of
+    the training counts): each evaluated user folded in from their training ratings
+    (``eval_set.history``) with the labels training used, y = clip(r − μ̂, ±c); predictions
+    μ̂ + ⟨u, v_i⟩ clipped to the rating range."""
+    from dpmt.metrics import rmse
+    from dpmt.train.labels import rating_labels
+
+    cfg = model.config
+    buckets, counts = _buckets(train)
+    hist = eval_set.history
+    U = model.user_embeddings(hist, labels=rating_labels(hist.value, model.offsets(hist.item),
+                                                         cfg.label_clip))
+    tg = eval_set.targets
+    m = rmse(U, model.item_embeddings, tg, offset=model.offsets(tg.item),
+             item_buckets=buckets, clip=cfg.rating_bounds)
+    _bucket_ranges(m, buckets, counts)
+    m["privacy"] = model.privacy_summary()
+    return m
+
+
+def mean_rating_metrics(offset, train, eval_set, privacy: dict) -> dict:
+    """A mean baseline: every rating of item i predicted as ``offset`` (a scalar: the global
+    mean; or (m,) per item: global mean + item offsets). The run's released values are free
+    post-processing (same ε); exact means are not private."""
+    from dpmt.metrics import rmse
+
+    buckets, counts = _buckets(train)
+    tg = eval_set.targets
+    off = np.asarray(offset, np.float64)
+    per_rating = off[tg.item] if off.ndim == 1 else float(off)
+    zeros = np.zeros((tg.n_users, 1), np.float32)
+    m = rmse(zeros, np.zeros((train.n_items, 1), np.float32), tg, offset=per_rating,
+             item_buckets=buckets)
+    _bucket_ranges(m, buckets, counts)
+    m["privacy"] = dict(privacy)
+    return m
+
+
+def _bucket_ranges(m: dict, buckets, counts) -> None:
+    for b, e in enumerate(m["buckets"]):
+        c = np.asarray(counts)[buckets == b]
+        if c.size:
+            e["min_count"], e["max_count"] = int(c.min()), int(c.max())

@@ -46,6 +46,7 @@ from dpmt.model import Model
 from dpmt.privacy import PrivacyLedger, private_counts
 from dpmt.solvers.steps import ItemNoise, make_steps
 from dpmt.train.checkpoint import Checkpoint, LoopState, data_fingerprint
+from dpmt.train.labels import rating_labels
 from dpmt.train.plan import PrivacyPlan, beta_of, make_plan
 from dpmt.train.weights import compute_weights
 
@@ -103,6 +104,15 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
             ledger = saved["ledger"]
             _check_resumed_ledger(saved, plan, cfg)
 
+    # 0b. rating task: the private global mean centres the labels; y = clip(r − μ̂, ±c)
+    offset, labels = None, None
+    if cfg.task == "rating":
+        if saved is not None and "label_offset" in saved:
+            offset = saved["label_offset"]
+        else:
+            offset = _release_mean(cfg, plan, ledger, train, jax.random.fold_in(root, 7))
+        labels = rating_labels(train.value, offset, cfg.label_clip)
+
     # 1. private counts (+ user count), 2. weights
     noisy_counts = noisy_n = None
     if cfg.needs_counts:
@@ -115,11 +125,20 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
                 noise_std=rel.noise_std, key=k_counts, ledger=None, include_user_count=True)
             ledger.record(rel)
         _warn_if_delta_protects_nobody(cfg, noisy_n)
+    item_offsets = None
+    if cfg.task == "rating" and cfg.item_offsets:
+        if saved is not None and "item_offsets" in saved:
+            item_offsets = saved["item_offsets"]
+        else:
+            item_offsets = _release_item_offsets(cfg, plan, ledger, train, labels, noisy_counts,
+                                                 jax.random.fold_in(root, 8))
+        labels = rating_labels(train.value, offset + item_offsets[train.item], cfg.label_clip)
     w = compute_weights(cfg, train, noisy_counts, noisy_n,
                         seed=int(jax.random.randint(k_weights, (), 0, 2**31 - 1)))
     _check_weight_budget(cfg, train, w)
 
-    steps = make_steps(cfg, train, w, item_features=item_features, devices=ex.devices)
+    steps = make_steps(cfg, train, w, labels=labels, item_features=item_features,
+                       devices=ex.devices)
     item = steps.item_step
     state = LoopState(V0, 0, item.init(k_init, V0))
     history: list[dict] = []
@@ -161,19 +180,55 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
         history.append({"iteration": t, "epsilon": eps, "seconds": time.time() - t_start})
         bar.update(eps)
         if ckpt is not None:
-            ckpt.save(state, ledger, noisy_counts, noisy_n, history, **fingerprints)
+            ckpt.save(state, ledger, noisy_counts, noisy_n, history, label_offset=offset,
+                      item_offsets=item_offsets, **fingerprints)
     bar.close()
 
     model = Model(item_embeddings=np.asarray(state.V), item_ids=train.item_ids, config=cfg,
                   ledger=ledger, item_counts=None if noisy_counts is None else
-                  np.asarray(noisy_counts, np.float64), history=history)
+                  np.asarray(noisy_counts, np.float64), history=history, label_offset=offset,
+                  item_offsets=item_offsets)
     model.compile_seconds = _compile_seconds(history, t_loop - t_start)
     if eval_set is not None:
-        from dpmt.train.evaluate import evaluate
+        from dpmt.train.evaluate import evaluate, evaluate_ratings
 
-        model.metrics = evaluate(model, train, eval_set)
+        model.metrics = (evaluate_ratings(model, train, eval_set) if cfg.task == "rating"
+                         else evaluate(model, train, eval_set))
     model.seconds = time.time() - t_start
     return model
+
+
+def _release_item_offsets(cfg: TrainConfig, plan, ledger, train, labels, noisy_counts, key
+                          ) -> np.ndarray:
+    """b̂_i from private per-item sums of the centred labels (exact means if non-private)."""
+    from dpmt.privacy.mechanisms import private_item_offsets
+
+    if plan is None:
+        sums = np.bincount(train.item, weights=np.asarray(labels, np.float64),
+                           minlength=train.n_items)
+        n = np.bincount(train.item, minlength=train.n_items)
+        return np.clip(sums / (n + 5.0), -cfg.label_clip, cfg.label_clip)
+    b = private_item_offsets(labels, train.user, train.item, train.n_items, noisy_counts,
+                             k=cfg.effective_count_cap, clip=cfg.label_clip,
+                             noise_std=plan.item_offsets.noise_std, key=key)
+    ledger.record(plan.item_offsets)
+    return b
+
+
+def _release_mean(cfg: TrainConfig, plan, ledger, train, key) -> float:
+    """μ̂: the private global mean (each user capped at k ratings clipped to the rating
+    range), or the exact mean for a non-private run."""
+    from dpmt.privacy import private_mean
+
+    lo, hi = cfg.rating_bounds
+    if plan is None:
+        return float(np.clip(np.mean(np.asarray(train.value, np.float64)), lo, hi))
+    mean, _ = private_mean(train.value, train.user, low=lo, high=hi,
+                           k=cfg.effective_count_cap, sum_noise_std=plan.mean_sum.noise_std,
+                           count_noise_std=plan.mean_count.noise_std, key=key)
+    ledger.record(plan.mean_sum)
+    ledger.record(plan.mean_count)
+    return mean
 
 
 def initial_items(key: jax.Array, n_items: int, dim: int, scale: float) -> jax.Array:
@@ -221,6 +276,13 @@ def _check_inputs(train, config, execution, validation, test):
     _check_one_rating_per_pair(train)
     if not np.all(np.isfinite(np.asarray(train.value, np.float64))):
         raise DataError("the training ratings contain NaN or infinite values")
+    if cfg.task == "rating":
+        lo, hi = cfg.rating_bounds
+        v = np.asarray(train.value, np.float64)
+        if v.min() < lo or v.max() > hi:
+            raise DataError(f"ratings must lie in the rating range [{lo:g}, {hi:g}] that the "
+                            f"private mean's sensitivity assumes (got {v.min():g}..{v.max():g}); "
+                            "set --rating-range LOW,HIGH")
     return cfg, ex, (test if test is not None else validation)
 
 
@@ -288,7 +350,8 @@ def _check_resumed_ledger(saved: dict, plan: PrivacyPlan | None, cfg: TrainConfi
     if ledger is None:
         return
     done = saved["iteration"]
-    expected = ((1 if plan.counts is not None else 0)
+    expected = (sum(r is not None for r in (plan.counts, plan.mean_sum, plan.mean_count,
+                                            plan.item_offsets))
                 + sum(len(it.all()) for it in plan.iterations[:done]))
     if len(ledger) != expected or done > cfg.iterations:
         raise DataError(f"the checkpoint records {len(ledger)} releases after {done} "

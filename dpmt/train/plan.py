@@ -2,12 +2,17 @@
 
 A run of private alternating minimisation releases, under add/remove of one user:
 
+* for the rating task, the private global mean μ̂ (a sum and a count, each user capped at k
+  ratings clipped to the rating range: sensitivities k·r_max and k);
 * the private task sizes n̂_i and user count n̂ (when the weights or noisy GD need them):
   each user's items capped at k, L2 sensitivity √(k+1) (:func:`dpmt.privacy.private_counts`);
+* for the rating task, private per-item sums of the centred labels clipped to ±c (each user
+  capped at k items: sensitivity √k·c), which with n̂_i give the item offsets b̂_i;
 * per iteration t, the noisy Gramian Ĝ_U = Σ_j u_j u_jᵀ + E when α0 > 0 (Frobenius
   sensitivity C², since ‖u_j‖ ≤ C);
 * per iteration t, the item step: SSP's {Â_i} (Frobenius sensitivity √β C²) and {b̂_i}
-  (L2 sensitivity √β C y_max), Algorithm 1 of Krichene et al. 2023; or noisy GD's
+  (L2 sensitivity √β C y_max, y_max = 1 for implicit feedback, the label clip for ratings),
+  Algorithm 1 of Krichene et al. 2023; or noisy GD's
   ``steps`` Gaussian steps on the clipped gradient sum (sensitivity G, optionally
   Poisson-subsampled), Algorithm 2.
 
@@ -26,11 +31,12 @@ import dataclasses
 
 from dpmt.config import TrainConfig
 from dpmt.privacy import Calibration, PlannedRelease, Release, calibrate
-from dpmt.privacy.mechanisms import count_sensitivity
+from dpmt.privacy.mechanisms import count_sensitivity, item_sum_sensitivity
 from dpmt.solvers.noisy_gd import noisy_gd_sensitivity
 from dpmt.solvers.ssp import gramian_sensitivity, ssp_sensitivities
 
-#: Implicit feedback: positives have label 1; |y| ≤ Y_MAX is what the b-sensitivity assumes.
+#: Implicit feedback: positives have label 1; |y| ≤ Y_MAX is what the b-sensitivity assumes
+#: (the rating task uses ``cfg.y_max`` = its label clip).
 Y_MAX = 1.0
 
 
@@ -56,10 +62,14 @@ class PrivacyPlan:
     counts: Release | None
     iterations: tuple[IterationReleases, ...]
     calibration: Calibration
+    mean_sum: Release | None = None      # rating task: the private global mean's sum
+    mean_count: Release | None = None    # … and its count
+    item_offsets: Release | None = None  # rating task: the per-item label sums
 
     def releases(self) -> tuple[Release, ...]:
         """All releases in the order the run makes them."""
-        head = (self.counts,) if self.counts is not None else ()
+        head = tuple(r for r in (self.mean_sum, self.mean_count, self.counts,
+                                 self.item_offsets) if r is not None)
         return head + tuple(r for it in self.iterations for r in it.all())
 
     @property
@@ -77,17 +87,30 @@ def planned_releases(cfg: TrainConfig) -> list[PlannedRelease]:
     """The run's releases before calibration, in order (see the module docstring). Their
     names are labels for people (ledger tables); the code addresses releases by position."""
     plan: list[PlannedRelease] = []
+    if cfg.task == "rating":
+        # the private global mean: each user capped at k ratings clipped to [low, high], so
+        # the sum moves by ≤ k·max(|low|, |high|) and the count by ≤ k
+        k = cfg.effective_count_cap
+        lo, hi = cfg.rating_bounds
+        plan.append(PlannedRelease("rating_mean/sum", k * max(abs(lo), abs(hi)),
+                                   noise_ratio=cfg.count_noise_ratio))
+        plan.append(PlannedRelease("rating_mean/count", float(k),
+                                   noise_ratio=cfg.count_noise_ratio))
     if cfg.needs_counts:
         plan.append(PlannedRelease(
             "item_counts", count_sensitivity(cfg.effective_count_cap, include_user_count=True),
             noise_ratio=cfg.count_noise_ratio, noise_multiplier=cfg.count_noise_multiplier))
+    if cfg.private and cfg.rating_offsets:
+        plan.append(PlannedRelease(
+            "item_offsets", item_sum_sensitivity(cfg.effective_count_cap, cfg.label_clip),
+            noise_ratio=cfg.count_noise_ratio))
     beta = beta_of(cfg)
     for t in range(cfg.iterations):
         if cfg.gravity > 0:
             plan.append(PlannedRelease(f"iter{t}/gramian", gramian_sensitivity(cfg.user_clip),
                                        noise_ratio=cfg.gram_noise_ratio))
         if cfg.solver == "ssp":
-            s_a, s_b = ssp_sensitivities(beta, cfg.user_clip, Y_MAX)
+            s_a, s_b = ssp_sensitivities(beta, cfg.user_clip, cfg.y_max)
             plan.append(PlannedRelease(f"iter{t}/ssp_A", s_a))
             plan.append(PlannedRelease(f"iter{t}/ssp_b", s_b, noise_ratio=cfg.b_noise_ratio))
         else:
@@ -105,7 +128,10 @@ def make_plan(cfg: TrainConfig) -> PrivacyPlan | None:
         return None
     cal = calibrate(planned_releases(cfg), cfg.epsilon, cfg.delta, cfg.accountant)
     rel = list(cal.releases)
+    mean_sum = rel.pop(0) if cfg.task == "rating" else None
+    mean_count = rel.pop(0) if cfg.task == "rating" else None
     counts = rel.pop(0) if cfg.needs_counts else None
+    offsets = rel.pop(0) if cfg.rating_offsets else None
     iterations = []
     for _ in range(cfg.iterations):
         gram = rel.pop(0) if cfg.gravity > 0 else None
@@ -115,4 +141,4 @@ def make_plan(cfg: TrainConfig) -> PrivacyPlan | None:
         else:
             iterations.append(IterationReleases(gramian=gram, gd=rel.pop(0)))
     assert not rel, "every calibrated release belongs to one step"
-    return PrivacyPlan(counts, tuple(iterations), cal)
+    return PrivacyPlan(counts, tuple(iterations), cal, mean_sum, mean_count, offsets)

@@ -40,6 +40,8 @@ def prepare_data(cfg: TrainConfig, execution: ExecutionConfig | None = None):
     from dpmt.data.splits import filter_min_counts
 
     ex = execution or ExecutionConfig()
+    from dpmt.data import random_split
+
     kw = {}
     if cfg.columns is not None:
         kw["columns"] = parse_columns(cfg.columns)
@@ -48,6 +50,13 @@ def prepare_data(cfg: TrainConfig, execution: ExecutionConfig | None = None):
     if cfg.on_duplicate != "error":
         kw["on_duplicate"] = cfg.on_duplicate
     r = load(cfg.dataset, data_dir=ex.data_dir, progress=ex.progress, **kw)
+    if cfg.task == "rating":
+        if cfg.dataset.startswith("synthetic"):
+            raise DataError("synthetic datasets are implicit feedback (every value 1): the "
+                            "rating task needs real ratings (e.g. ml-100k)")
+        if cfg.split == "random":
+            return random_split(r, fractions=cfg.split_fractions, seed=1234 + cfg.seed)
+        return per_user_split(r, fractions=cfg.split_fractions, seed=cfg.seed)
     implicit = cfg.dataset.startswith("synthetic")
     pos = r if implicit else binarize(r, cfg.positive_threshold)
     if pos.nnz == 0:
@@ -176,6 +185,20 @@ def baseline_metrics(model: Model, train, eval_set) -> dict:
     (its noisy counts: free post-processing), on the same evaluation users."""
     from dpmt.train.evaluate import popularity_metrics, private_popularity_metrics
 
+    if model.config.task == "rating":
+        from dpmt.train.evaluate import mean_rating_metrics
+
+        exact = float(np.mean(np.asarray(train.value, np.float64)))
+        out = {"global mean": mean_rating_metrics(exact, train, eval_set, {
+            "epsilon": float("inf"), "private": False})}
+        if model.private:
+            out["private global mean"] = mean_rating_metrics(
+                model.label_offset, train, eval_set, model.privacy_summary())
+            if model.item_offsets is not None:
+                out["private item offsets"] = mean_rating_metrics(
+                    model.offsets(np.arange(model.n_items)), train, eval_set,
+                    model.privacy_summary())
+        return out
     out = {"popularity": popularity_metrics(train, eval_set)}
     if model.item_counts is not None:
         out["private popularity"] = private_popularity_metrics(

@@ -59,6 +59,7 @@ def test_stream_bare_namespace(capsys):
     (["--hist-epsilon", "0"], "--hist-epsilon must be > 0"),
     (["--hist-delta", "2"], "--hist-delta must be in (0, 1)"),
     (["--cap-k", "0"], "--cap-k must be >= 1"),
+    (["--min-coverage", "-0.1"], "--min-coverage must be in [0, 1]"),
     (["--gamma", "1.5"], "--gamma must be in (0, 1]"),
 ])
 def test_stream_range_checks(argv, msg, capsys):
@@ -128,3 +129,119 @@ def test_stream_from_a_ratings_file(tmp_path, capsys):
                        "--no-progress", "--json", str(out)))
     assert rc == 0, capsys.readouterr().err
     assert json.loads(out.read_text())["rounds"] == n
+
+
+# -- --features model / --compare ------------------------------------------------------------
+
+def _planted_file(path, seed=0, n_users=120, n_items=40, per=30):
+    """A MovieLens-format ratings file (user, item, rating, timestamp) whose likes follow a
+    planted low-rank preference, and not popularity."""
+    rng = np.random.default_rng(seed)
+    A, B = rng.normal(size=(n_users, 3)), rng.normal(size=(n_items, 3))
+    lines, t = [], rng.permutation(n_users * per) + 8 * 10 ** 8
+    for u in range(n_users):
+        for k, i in enumerate(rng.choice(n_items, per, replace=False)):
+            like = A[u] @ B[i] + 0.3 * rng.normal() > 0
+            r = rng.integers(4, 6) if like else rng.integers(1, 4)
+            lines.append(f"{u + 1}\t{i + 1}\t{r}\t{t[u * per + k]}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def planted_model(tmp_path_factory):
+    """A tiny private model trained with dpmt.fit on the planted file's positives."""
+    import dpmt
+    from dpmt.data import binarize, load
+
+    root = tmp_path_factory.mktemp("planted")
+    f = _planted_file(root / "u.data")
+    cfg = dpmt.TrainConfig(dataset=str(f), epsilon=8.0, dim=3, iterations=2, seed=0)
+    pos = binarize(load(str(f), progress=False), cfg.positive_threshold)
+    model = dpmt.fit(pos, cfg, execution=dpmt.ExecutionConfig(progress=False))
+    out = model.save(root / "model")
+    return {"file": f, "model": out, "epsilon": model.epsilon, "delta": cfg.delta,
+            "n": 120 * 30}
+
+
+def test_stream_model_features_end_to_end(planted_model, tmp_path, capsys):
+    out = tmp_path / "m.json"
+    rc = cli.run(parse("--features", "model", "--model", str(planted_model["model"]),
+                       "--predictor", "soa", "--buckets", "8", "--json", str(out),
+                       "--no-progress"))
+    assert rc == 0, capsys.readouterr().err
+    text = capsys.readouterr().out
+    for key in ("mistakes:", "best in class:", "privacy:", "model privacy:", "warning:"):
+        assert key in text
+    res = json.loads(out.read_text())
+    for key in ("dataset", "task", "features", "predictor", "rounds", "skipped_ratings",
+                "mistakes", "mistake_rate", "best_in_class_mistakes", "best_hypothesis",
+                "privacy", "model", "model_privacy", "histogram_privacy", "warnings"):
+        assert key in res, key
+    # the dataset defaults to the model's own, which the report warns about
+    assert res["dataset"] == str(planted_model["file"]) and res["features"] == "model"
+    assert res["rounds"] == planted_model["n"] and res["skipped_ratings"] == 0
+    assert any("training data" in w and "two separate statements" in w
+               for w in res["warnings"])
+    mp = res["model_privacy"]
+    assert mp["private"] and mp["epsilon"] == pytest.approx(planted_model["epsilon"])
+    assert mp["delta"] == planted_model["delta"] and "user" in mp["unit"]
+    assert res["privacy"]["unit"] == "one rating (example)"
+    assert len(res["model"]["edges"]) == 7 and res["model"]["score_edges"] == "reference"
+    assert "earlier ratings > 3.5" in res["model"]["history"]
+
+
+def test_stream_compare_reports_both_features_and_plots(planted_model, tmp_path, capsys):
+    out, png = tmp_path / "c.json", tmp_path / "c.png"
+    rc = cli.run(parse("--compare", "--model", str(planted_model["model"]), "--buckets", "8",
+                       "--epsilon", "2", "--delta", "1e-4", "--json", str(out),
+                       "--plot", str(png), "--no-progress"))
+    assert rc == 0, capsys.readouterr().err
+    text = capsys.readouterr().out
+    assert "best fixed threshold" in text and "model privacy:" in text
+    res = json.loads(out.read_text())
+    names = ["soa", "name-and-shame"] + (["jdp"] if jdp_available() else [])
+    T = planted_model["n"]
+    assert res["rounds"] == T
+    for f in ("popularity", "model"):
+        row = res["features"][f]
+        assert sorted(row["predictors"]) == sorted(names)
+        assert 0 < row["best_in_class_mistakes"] <= T / 2 + 1
+        for n in names:
+            assert 0 <= row["predictors"][n]["mistakes"] <= T
+    # planted preferences: the model's score separates likes better than popularity (a
+    # user-level DP model of 120 users is noisy: 0.90 here, 0.56 without privacy)
+    assert res["features"]["model"]["best_in_class_mistakes"] < \
+        0.95 * res["features"]["popularity"]["best_in_class_mistakes"]
+    pr = res["privacy"]
+    assert pr["model"]["epsilon"] == pytest.approx(planted_model["epsilon"])
+    assert pr["histogram"]["epsilon"] == pytest.approx(1.0)
+    assert pr["predictors"]["soa"]["epsilon"] is None
+    assert pr["predictors"]["name-and-shame"]["delta"] == pytest.approx(1e-4)
+    if jdp_available():
+        assert 0 < pr["predictors"]["jdp"]["epsilon"] <= 2 + 1e-9
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_stream_model_errors(planted_model, tmp_path, capsys):
+    from dpmt.config import TrainConfig
+    from dpmt.model import Model
+
+    f, mdir = str(planted_model["file"]), str(planted_model["model"])
+    cases = [
+        (["--features", "model"], "--features model needs --model DIR"),
+        (["--compare"], "--compare needs --model DIR"),
+        (["--model", mdir], "--model is used only with --features model or --compare"),
+        (["--plot", str(tmp_path / "p.png")], "--plot is made by --compare"),
+        (["--features", "model", "--model", str(tmp_path / "nowhere")], "is not a dpmt model"),
+        (["--min-coverage", "2"], "--min-coverage must be in [0, 1]"),
+    ]
+    other = Model(item_embeddings=np.ones((5, 3), np.float32),
+                  item_ids=np.arange(9000, 9005), config=TrainConfig(private=False))
+    other.save(tmp_path / "other")
+    cases.append((["--features", "model", "--model", str(tmp_path / "other")],
+                  "the model's item ids do not match"))
+    for argv, msg in cases:
+        rc = cli.run(parse("--dataset", f, "--no-progress", *argv))
+        assert rc == 2, argv
+        assert msg in capsys.readouterr().err, (argv, msg)

@@ -1,0 +1,152 @@
+"""The rating task: private rating prediction (RMSE), labels centred by a private global mean
+and private item offsets, clipped to the range the sensitivities assume."""
+
+import numpy as np
+import pytest
+
+import dpmt
+from dpmt.config import ExecutionConfig, TrainConfig
+from dpmt.data import random_split
+from dpmt.data.ratings import Ratings
+from dpmt.errors import ConfigError, DataError
+from dpmt.model import Model
+
+QUIET = ExecutionConfig(progress=False)
+
+
+@pytest.fixture(scope="module")
+def ratings():
+    """Explicit 1–5 star ratings with planted item biases and a rank-2 taste structure."""
+    rng = np.random.default_rng(0)
+    n_u, n_i, per_user = 400, 120, 25
+    bias = rng.normal(0, 0.8, n_i)
+    pop = rng.zipf(1.6, n_i).astype(float)
+    P, Q = rng.normal(0, 0.6, (n_u, 2)), rng.normal(0, 0.6, (n_i, 2))
+    users, items = [], []
+    for u in range(n_u):
+        it = rng.choice(n_i, size=per_user, replace=False, p=pop / pop.sum())
+        users += [u] * per_user
+        items += list(it)
+    users, items = np.array(users), np.array(items)
+    r = 3.6 + bias[items] + (P[users] * Q[items]).sum(1) + rng.normal(0, 0.4, len(users))
+    r = np.clip(np.round(r), 1, 5)
+    return Ratings(user=users, item=items, value=r.astype(np.float32), user_ids=np.arange(n_u),
+                   item_ids=np.arange(n_i) + 100, name="planted-ratings")
+
+
+@pytest.fixture(scope="module")
+def split(ratings):
+    return random_split(ratings, seed=1234)
+
+
+def _cfg(**kw):
+    base = dict(task="rating", split="random", gravity=0.0, dim=2, reg=20.0, user_clip=0.5,
+                budget=10.0, iterations=2, epsilon=5.0, weights="uniform")
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def test_the_plan_charges_the_mean_the_offsets_and_the_label_range():
+    from dpmt.train.plan import make_plan
+
+    cfg = _cfg(label_clip=1.5, budget=9.0, user_clip=0.5)
+    plan = make_plan(cfg)
+    k = cfg.effective_count_cap
+    assert plan.mean_sum.sensitivity == pytest.approx(k * 5.0)        # k · max|r|, r ≤ 5
+    assert plan.mean_count.sensitivity == pytest.approx(k)
+    assert plan.item_offsets.sensitivity == pytest.approx(np.sqrt(k) * 1.5)
+    # b-statistics: √β · C · y_max with y_max the label clip, not 1
+    assert plan.iterations[0].ssp_b.sensitivity == pytest.approx(3.0 * 0.5 * 1.5)
+    assert plan.epsilon <= 5.0 * (1 + 1e-6)
+    names = [r.name for r in plan.releases()]
+    assert names[:4] == ["rating_mean/sum", "rating_mean/count", "item_counts", "item_offsets"]
+
+
+def test_the_solver_sees_labels_inside_the_clipped_range(split, monkeypatch):
+    """Regression: whatever the ratings, the labels reaching the solvers satisfy the bound
+    |y| ≤ label_clip that the b-sensitivity assumes."""
+    import dpmt.train.loop as loop
+
+    seen = {}
+    real = loop.make_steps
+
+    def spy(cfg, train, w, *, labels=None, **k):
+        seen["labels"] = np.asarray(labels)
+        return real(cfg, train, w, labels=labels, **k)
+
+    monkeypatch.setattr(loop, "make_steps", spy)
+    dpmt.fit(split.train, _cfg(label_clip=0.75), execution=QUIET)
+    y = seen["labels"]
+    assert y.shape == (split.train.nnz,)
+    assert np.abs(y).max() <= 0.75 + 1e-6
+    assert np.mean(np.isclose(np.abs(y), 0.75)) > 0.05          # the clip is active here
+
+
+def test_private_rmse_beats_the_private_global_mean(split):
+    m = dpmt.fit(split.train, _cfg(epsilon=5.0), test=split.test, execution=QUIET)
+    assert m.epsilon <= 5.0 * (1 + 1e-6)
+    from dpmt.train.evaluate import mean_rating_metrics
+
+    base = mean_rating_metrics(m.label_offset, split.train, split.test, {})
+    assert m.metrics["overall"]["rmse"] < base["overall"]["rmse"] - 0.05
+    assert len(m.metrics["buckets"]) == 5
+
+
+def test_a_rating_model_saves_loads_and_predicts(split, tmp_path):
+    m = dpmt.fit(split.train, _cfg(), execution=QUIET)
+    m.save(tmp_path / "m")
+    back = Model.load(tmp_path / "m")
+    assert back.label_offset == pytest.approx(m.label_offset)
+    np.testing.assert_allclose(back.item_offsets, m.item_offsets)
+    hist = split.train.item_ids[split.train.by_user.row(0)[0]]
+    vals = split.train.by_user.row(0)[1]
+    p1 = m.predict(hist, vals, [100, 101, 102])
+    np.testing.assert_allclose(back.predict(hist, vals, [100, 101, 102]), p1, rtol=1e-5)
+    assert np.all((p1 >= 0.5) & (p1 <= 5))
+    with pytest.raises(DataError, match="pass values"):
+        m.fold_in(hist)
+    implicit = dpmt.fit(split.train, TrainConfig(dim=2, iterations=1, private=False),
+                        execution=QUIET)
+    with pytest.raises(ConfigError, match="rating models"):
+        implicit.predict(hist, vals, [100])
+
+
+def test_ratings_outside_the_stated_range_are_refused(split):
+    bad = Ratings(user=split.train.user, item=split.train.item,
+                  value=np.where(np.arange(split.train.nnz) == 0, 7.0, split.train.value),
+                  user_ids=split.train.user_ids, item_ids=split.train.item_ids)
+    with pytest.raises(DataError, match="rating range"):
+        dpmt.fit(bad, _cfg(), execution=QUIET)
+    dpmt.fit(bad, _cfg(rating_range="0,10", iterations=1), execution=QUIET)
+
+
+def test_rating_task_configuration_is_checked():
+    with pytest.raises(ConfigError, match="split='random'"):
+        TrainConfig(task="rating", split="heldout-users")
+    with pytest.raises(ConfigError, match="task='rating'"):
+        TrainConfig(split="random")
+    with pytest.raises(ConfigError, match="label_clip"):
+        TrainConfig(task="rating", split="random", label_clip=0)
+
+
+def test_rating_runs_resume_with_the_released_mean(tmp_path, monkeypatch, split):
+    from dpmt.train import checkpoint as ck
+
+    real, calls = ck.Checkpoint.save, []
+
+    def save(self, *a, **k):
+        real(self, *a, **k)
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+
+    ref = dpmt.fit(split.train, _cfg(iterations=3), execution=QUIET)
+    monkeypatch.setattr(ck.Checkpoint, "save", save)
+    with pytest.raises(KeyboardInterrupt):
+        dpmt.fit(split.train, _cfg(iterations=3), execution=QUIET, run_dir=tmp_path)
+    monkeypatch.undo()
+    m = dpmt.fit(split.train, _cfg(iterations=3), execution=QUIET, run_dir=tmp_path,
+                 resume=True)
+    assert m.label_offset == ref.label_offset
+    np.testing.assert_allclose(m.item_embeddings, ref.item_embeddings, atol=1e-6)
+    assert len(m.ledger) == len(ref.ledger)
