@@ -43,19 +43,20 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
-import resource
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-# the report side lives in bench_report; its names stay importable from here
+# the report side, the machine/process probes and the side by side with implicit live in
+# bench_report; their names stay importable from here
 from dpmt.apps.bench_report import (MARKER, ML20M_INTERACTIONS, SUITE_DEVICES,  # noqa: F401
-                                    SUITE_DIMS, SUITE_SIZES, fit_exponent, headline_lines,
-                                    load_results, machine_info, markdown_tables, plot_scaling,
-                                    run_suite, scaling_exponents, suite_runs,
-                                    write_benchmarks_md)
+                                    SUITE_DIMS, SUITE_SIZES, MatmulPeak, _status_bytes,
+                                    against_implicit, fit_exponent, headline_lines,
+                                    implicit_available, live_device_bytes, load_results,
+                                    machine_info, markdown_tables, peak_rss_bytes, plot_scaling,
+                                    reset_peak_rss, run_suite, scaling_exponents, suite_runs,
+                                    summary_line, window_peak_rss_bytes, write_benchmarks_md)
 
 SCHEMA_VERSION = 1
 
@@ -133,90 +134,6 @@ def gd_step_flops(task_layout, n_users: int, dim: int) -> dict:
     slots, nnz = layout_slots(task_layout)
     total = 4.0 * d * slots + 2.0 * d * n_users
     return {"total": total, "real": 4.0 * d * nnz + 2.0 * d * n_users}
-
-
-# ---------------------------------------------------------------------------------------
-# Machine and reference throughput
-# ---------------------------------------------------------------------------------------
-class MatmulPeak:
-    """Dense float32 matmul throughput of this process: a jitted ``n×n @ n×n`` product, best
-    of ``reps`` per :meth:`sample`; :attr:`flops` is the best over all samples."""
-
-    def __init__(self, n: int = 4096, reps: int = 5):
-        import jax
-        import jax.numpy as jnp
-
-        self.n, self.reps = n, reps
-        self._a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
-        self._f = jax.jit(lambda x: x @ x)
-        self._f(self._a).block_until_ready()
-        self.samples: list[float] = []
-
-    def sample(self) -> float:
-        best = math.inf
-        for _ in range(self.reps):
-            t = time.perf_counter()
-            self._f(self._a).block_until_ready()
-            best = min(best, time.perf_counter() - t)
-        v = 2.0 * self.n ** 3 / best
-        self.samples.append(v)
-        return v
-
-    @property
-    def flops(self) -> float:
-        return max(self.samples) if self.samples else self.sample()
-
-
-def peak_rss_bytes() -> int:
-    """Peak resident set size of this process (Linux reports KiB)."""
-    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(r if sys.platform == "darwin" else r * 1024)
-
-
-def _status_bytes(field: str) -> int | None:
-    try:
-        for line in open("/proc/self/status"):
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def reset_peak_rss() -> bool:
-    """Reset the kernel's peak-RSS mark (``VmHWM``) to the current RSS (Linux ≥ 4.0:
-    ``echo 5 > /proc/self/clear_refs``), so that :func:`window_peak_rss_bytes` measures the
-    peak of what runs next (``ru_maxrss`` cannot be reset)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def live_device_bytes(exclude_shapes=()) -> int:
-    """Bytes of every live JAX array (but those of ``exclude_shapes``: the matmul-peak
-    operands), summed over the shards each device holds (a replicated array counts once per
-    device): the device-resident data the scaling model predicts."""
-    import jax
-
-    seen: dict = {}
-    for a in jax.live_arrays():
-        if a.shape in exclude_shapes:
-            continue
-        for s in a.addressable_shards:
-            try:   # two Array objects may share one buffer: count it once
-                ptr = (s.device, s.data.unsafe_buffer_pointer())
-            except Exception:  # noqa: BLE001 - no pointer on this backend: count the object
-                ptr = id(s.data)
-            seen[ptr] = s.data.nbytes
-    return int(sum(seen.values()))
-
-
-def window_peak_rss_bytes() -> int | None:
-    """``VmHWM``: peak RSS since the last :func:`reset_peak_rss` (None where unavailable)."""
-    return _status_bytes("VmHWM")
 
 
 # ---------------------------------------------------------------------------------------
@@ -463,100 +380,6 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
     return out
 
 
-def implicit_available() -> bool:
-    """Whether the optional ``implicit`` package (Frederickson's ALS) can be imported."""
-    try:
-        import implicit.als  # noqa: F401
-    except Exception:  # noqa: BLE001 - missing, or a broken build: not available
-        return False
-    return True
-
-
-def against_implicit(train, w, steps, V, *, repeats: int = 3, log=print) -> dict:
-    """One ALS iteration of ``implicit`` next to dpmt's non-private iteration, interleaved.
-
-    implicit (optional dependency): ``AlternatingLeastSquares(factors=d, iterations=1,
-    use_cg=True / False)`` fitted on the ``n_users × n_items`` CSR matrix of the training
-    pairs with the dpmt weights as values (one ``fit`` = one user and one item solve).
-    dpmt: ``steps.solve_users(V)`` (the exact user step) then the item step with no noise
-    (``ItemNoise()``), with the exact gravity term ``α0·UᵀU``, once with each item solve
-    ("project": eigh + Cholesky per item even without noise; "shift": s = 0, Cholesky only —
-    the plain weighted ALS). Each round times all four back to back; the best round of each is
-    reported, with the ratios. implicit runs with BLAS limited to one thread (its own advice;
-    it parallelises over rows with OpenMP, all cores). The objectives differ (implicit: implicit-feedback ALS over
-    all items with confidences, the ``YᵀY`` trick; dpmt: weighted ridge over the observed
-    pairs), the per-row work (a d × d system per row, ``nnz·d²`` for the statistics) is
-    the same order.
-    """
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-    import scipy.sparse as sp
-    from implicit.als import AlternatingLeastSquares
-
-    from dpmt.solvers.ssp import gramian
-    from dpmt.solvers.steps import ItemNoise, ssp_item_step
-
-    cfg = steps.cfg
-    d = cfg.dim
-    csr = sp.csr_matrix((np.asarray(w, np.float32), (np.asarray(train.user),
-                                                     np.asarray(train.item))),
-                        shape=(train.n_users, train.n_items))
-    dp = {}
-    for mode in ("project", "shift"):
-        st = dataclasses.replace(steps, cfg=cfg.replace(item_solve=mode))
-        st.item_step = ssp_item_step(st)
-        dp[mode] = st
-
-    def dpmt_iteration(st):
-        U = st.solve_users(V)
-        extra = cfg.gravity * gramian(U) if cfg.gravity > 0 else None
-        V_new, _ = st.item_step.update(st.item_step.init(None, V), V, U, None, ItemNoise(),
-                                       extra, float(train.n_users))
-        return V_new
-
-    def implicit_iteration(use_cg):
-        # implicit's own advice: BLAS single-threaded (it parallelises over rows itself)
-        from threadpoolctl import threadpool_limits
-
-        with threadpool_limits(1, "blas"):
-            model = AlternatingLeastSquares(factors=d, regularization=cfg.reg, iterations=1,
-                                            use_cg=use_cg, calculate_training_loss=False,
-                                            random_state=0)
-            model.fit(csr, show_progress=False)
-        return model.item_factors
-
-    runs = {"dpmt_nonprivate_project": lambda: dpmt_iteration(dp["project"]),
-            "dpmt_nonprivate_shift": lambda: dpmt_iteration(dp["shift"]),
-            "implicit_cg": lambda: implicit_iteration(True),
-            "implicit_exact": lambda: implicit_iteration(False)}
-    for fn in runs.values():          # warm-up: compiles dpmt's kernels, loads implicit's
-        jax.block_until_ready(fn())
-    times: dict[str, list[float]] = {k: [] for k in runs}
-    for r in range(repeats):
-        for k, fn in runs.items():
-            times[k].append(_timed(fn)[1])
-        log(f"against implicit, round {r}: "
-            + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()))
-    best = {k: float(min(v)) for k, v in times.items()}
-    import implicit
-
-    return {"implicit_version": getattr(implicit, "__version__", "?"),
-            "factors": d, "regularization": cfg.reg, "repeats": repeats,
-            "seconds": best, "seconds_all": times,
-            "ratio_dpmt_project_over_implicit_cg":
-                best["dpmt_nonprivate_project"] / best["implicit_cg"],
-            "ratio_dpmt_project_over_implicit_exact":
-                best["dpmt_nonprivate_project"] / best["implicit_exact"],
-            "ratio_dpmt_shift_over_implicit_cg":
-                best["dpmt_nonprivate_shift"] / best["implicit_cg"],
-            "ratio_dpmt_shift_over_implicit_exact":
-                best["dpmt_nonprivate_shift"] / best["implicit_exact"],
-            "note": "dpmt: one exact user step + non-private item step (weighted ridge over "
-                    "observed pairs); implicit: one fit iteration (user + item solves, "
-                    "implicit-feedback objective) on the same CSR pattern"}
-
-
 def item_step_breakdown(items, U, w_j, dim: int, cfg, sigma_A: float, peak: float,
                         sample: int = 2048) -> dict:
     """Each part of the item step timed alone on the same data (seconds for all items):
@@ -727,18 +550,6 @@ def run(args) -> int:
     if not args.quiet:
         print(summary_line(res))
     return 0
-
-
-def summary_line(r: dict) -> str:
-    sh = r.get("item_step_shift")
-    shift = (f" [psd=shift {sh['seconds']:.2f}s, {sh['shift_speedup']:.2f}x]"
-             if sh and "shift_speedup" in sh else "")
-    return (f"{r['interactions']:,} interactions, d={r['dim']}: item step "
-            f"{r['item_step']['seconds']:.2f}s ({100 * r['item_step']['fraction_of_peak']:.1f}% "
-            f"of {r['matmul_peak_flops'] / 1e9:.0f} GFLOP/s){shift}, user step "
-            f"{r['user_step']['seconds']:.2f}s ({100 * r['user_step']['fraction_of_peak']:.1f}%),"
-            f" peak RSS {r['peak_rss_bytes'] / 2**30:.2f} GiB, recompilations after the first "
-            f"iteration: {r['recompilations_after_first_iteration']}")
 
 
 def main(argv=None) -> int:

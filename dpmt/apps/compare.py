@@ -100,8 +100,7 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
     again. ``on_cell(rows)`` is called with all rows so far after every finished cell (the
     CLI saves them, so Ctrl-C or a crash loses at most the cell in progress)."""
     from dpmt.config import ExecutionConfig
-    from dpmt.train.evaluate import (mean_rating_metrics, popularity_metrics,
-                                     private_popularity_metrics)
+    from dpmt.train.evaluate import mean_rating_metrics, popularity_metrics, released_baselines
     from dpmt.train.loop import fit
     from dpmt.train.rundir import prepare_data
 
@@ -141,26 +140,12 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
                 m, compile_s = res.metrics, res.compile_seconds
                 eps = res.epsilon if p.config.private else math.inf
             rows.append(_row(p.label, seed, eps, p.config, m, time.time() - t0, compile_s))
-            if p.config is not None and p.config.private and base.task == "rating" \
+            if p.config is not None and p.config.private \
                     and p.config.epsilon not in private_pop_done:
                 private_pop_done.add(p.config.epsilon)
-                pm = mean_rating_metrics(res.label_offset, split.train, es,
-                                         res.privacy_summary())
-                rows.append(_row(f"private global mean ε={p.config.epsilon:g}", seed, eps,
-                                 None, pm, 0.0, 0.0))
-                if res.item_offsets is not None:
-                    pm = mean_rating_metrics(res.offsets(np.arange(res.n_items)), split.train,
-                                             es, res.privacy_summary())
-                    rows.append(_row(f"private item offsets ε={p.config.epsilon:g}", seed,
-                                     eps, None, pm, 0.0, 0.0))
-            elif p.config is not None and p.config.private and res.item_counts is not None \
-                    and p.config.epsilon not in private_pop_done:
-                # free post-processing of the counts this run released (same ε)
-                private_pop_done.add(p.config.epsilon)
-                pm = private_popularity_metrics(res.item_counts, split.train, es,
-                                                res.privacy_summary())
-                rows.append(_row(f"private popularity ε={p.config.epsilon:g}", seed, eps,
-                                 None, pm, 0.0, 0.0))
+                for name, pm in released_baselines(res, split.train, es):
+                    rows.append(_row(f"{name} ε={p.config.epsilon:g}", seed, eps, None, pm,
+                                     0.0, 0.0))
             if on_cell is not None:
                 on_cell(rows)
             if bar is not None:

@@ -119,3 +119,19 @@ def _bucket_ranges(m: dict, buckets, counts) -> None:
         c = np.asarray(counts)[buckets == b]
         if c.size:
             e["min_count"], e["max_count"] = int(c.min()), int(c.max())
+
+
+def released_baselines(model, train, eval_set):
+    """(name, metrics) of the baselines that are free post-processing of a private model's
+    own releases (same ε): private popularity from its counts; for a rating model its private
+    global mean and item offsets."""
+    privacy = model.privacy_summary()
+    if model.config.task == "rating":
+        yield "private global mean", mean_rating_metrics(model.label_offset, train, eval_set,
+                                                         privacy)
+        if model.item_offsets is not None:
+            yield "private item offsets", mean_rating_metrics(
+                model.offsets(np.arange(model.n_items)), train, eval_set, privacy)
+    elif model.item_counts is not None:
+        yield "private popularity", private_popularity_metrics(model.item_counts, train,
+                                                               eval_set, privacy)

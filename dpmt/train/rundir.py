@@ -183,26 +183,16 @@ def _fit(train, cfg, es, features, ex, out, resume):
 def baseline_metrics(model: Model, train, eval_set) -> dict:
     """Popularity (exact; not private) and, when the run released counts, private popularity
     (its noisy counts: free post-processing), on the same evaluation users."""
-    from dpmt.train.evaluate import popularity_metrics, private_popularity_metrics
+    from dpmt.train.evaluate import mean_rating_metrics, popularity_metrics, released_baselines
 
     if model.config.task == "rating":
-        from dpmt.train.evaluate import mean_rating_metrics
-
         exact = float(np.mean(np.asarray(train.value, np.float64)))
-        out = {"global mean": mean_rating_metrics(exact, train, eval_set, {
-            "epsilon": float("inf"), "private": False})}
-        if model.private:
-            out["private global mean"] = mean_rating_metrics(
-                model.label_offset, train, eval_set, model.privacy_summary())
-            if model.item_offsets is not None:
-                out["private item offsets"] = mean_rating_metrics(
-                    model.offsets(np.arange(model.n_items)), train, eval_set,
-                    model.privacy_summary())
-        return out
-    out = {"popularity": popularity_metrics(train, eval_set)}
-    if model.item_counts is not None:
-        out["private popularity"] = private_popularity_metrics(
-            model.item_counts, train, eval_set, model.privacy_summary())
+        out = {"global mean": mean_rating_metrics(exact, train, eval_set,
+                                                  {"epsilon": float("inf"), "private": False})}
+    else:
+        out = {"popularity": popularity_metrics(train, eval_set)}
+    if model.private:
+        out.update(released_baselines(model, train, eval_set))
     return out
 
 

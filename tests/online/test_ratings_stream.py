@@ -87,6 +87,7 @@ def test_ratings_stream_order_and_labels(small):
     assert np.array_equal(rs.xs, rs.bucket_of_item[small.item[rs.order]])
     assert rs.H.n_points == 8 and rs.H.n_hypotheses == 9
     assert rs.popularity == "private" and rs.hist_epsilon == pytest.approx(1.0)
+    assert rs.features == "popularity" and rs.skipped == 0 and rs.scores is None
     lim = ratings_stream(small, buckets=8, seed=3, limit=100)
     assert len(lim) == 100 and np.array_equal(lim.xs, rs.xs[:100])
     ex = ratings_stream(small, buckets=8, popularity="exact")
@@ -120,3 +121,7 @@ def test_ratings_stream_errors(small):
         ratings_stream(small, hist_delta=1.5)
     with pytest.raises(DpmtError, match="cap_k"):
         ratings_stream(small, cap_k=0)
+    with pytest.raises(DpmtError, match="features must be"):
+        ratings_stream(small, features="genre")
+    with pytest.raises(DpmtError, match="min_coverage"):
+        ratings_stream(small, min_coverage=1.5)
