@@ -1,10 +1,6 @@
 """The eigh-free SSP item solve (``psd="shift"``): Â + s·I with s = σ_A(2√d + t), one Cholesky
 per item, and a checked per-item eigenvalue fallback (dpmt.solvers.ssp)."""
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import jax
@@ -16,6 +12,7 @@ from dpmt.data.ratings import Ratings
 from dpmt.errors import ConfigError
 from dpmt.solvers import ssp
 from dpmt.solvers.layout import task_layout
+from _devices import run_on_devices
 
 
 def gram_systems(m, d, n_per_item, seed, scale=1.0):
@@ -259,12 +256,6 @@ SCRIPT = textwrap.dedent("""
 
 def test_sharded_shift_matches_one_device():
     """Same V on 1 and 2 devices with psd="shift" (keyed noise, global shift)."""
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
-               JAX_PLATFORMS="cpu")
-    p = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True,
-                       timeout=300)
-    assert p.returncode == 0, p.stderr[-3000:]
-    line = [x for x in p.stdout.splitlines() if x.startswith("RESULT")][-1]
-    res = {int(k): v for k, v in json.loads(line[len("RESULT"):]).items()}
+    res = run_on_devices(SCRIPT, 2)
     for D in (1, 2):
         assert res[D]["V"] <= 1e-5 * max(1.0, res[D]["scale"]), res

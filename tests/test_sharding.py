@@ -15,6 +15,7 @@ from dpmt.data import make_synthetic
 from dpmt.errors import ConfigError
 from dpmt.solvers import layout as L
 from dpmt.solvers import sharding
+from _devices import run_on_devices
 
 
 def test_pad_layout_keeps_every_entry_and_row():
@@ -107,13 +108,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_sharded_user_and_ssp_item_steps_match_one_device_on_1_2_4_devices():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
-               JAX_PLATFORMS="cpu")
-    p = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True,
-                       timeout=300)
-    assert p.returncode == 0, p.stderr[-3000:]
-    line = [x for x in p.stdout.splitlines() if x.startswith("RESULT")][-1]
-    res = {int(k): v for k, v in json.loads(line[len("RESULT"):]).items()}
+    res = run_on_devices(SCRIPT, 4)
     assert res[1]["U"] == 0.0 and res[1]["V"] == 0.0      # one device: the same program
     for D in (2, 4):
         assert res[D]["U"] <= 1e-5, res
