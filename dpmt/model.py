@@ -224,12 +224,11 @@ class Model:
         for s in range(0, len(rows), batch_size):
             r, v = rows[s:s + batch_size], vals[s:s + batch_size]
             scores = self._solve(r, v) @ self.item_embeddings.T
-            for b, h in enumerate(r):
-                if len(h) == 0:
-                    scores[b] = self._empty_history_scores()
-            if exclude_history:
-                for b, h in enumerate(r):
-                    scores[b, h] = -np.inf
+            lens = np.array([len(h) for h in r])
+            if np.any(lens == 0):
+                scores[lens == 0] = self._empty_history_scores()
+            if exclude_history and lens.sum():      # one scatter for the whole batch
+                scores[np.repeat(np.arange(len(r)), lens), np.concatenate(r)] = -np.inf
             top = _top_k(scores, k)
             out_ids[s:s + len(r)] = self.item_ids[top]
             out_scores[s:s + len(r)] = np.take_along_axis(scores, top, axis=1)
