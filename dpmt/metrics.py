@@ -57,8 +57,20 @@ def popularity_scores(train) -> np.ndarray:
 
 def popularity_score_fn(train) -> ScoreFn:
     """Score function ``users (B,) -> (B, m)`` of the popularity baseline."""
-    pop = jnp.asarray(popularity_scores(train))
-    return jax.jit(lambda users: jnp.broadcast_to(pop, (users.shape[0], pop.shape[0])))
+    return item_score_fn(popularity_scores(train))
+
+
+def item_score_fn(scores) -> ScoreFn:
+    """Score function ``users (B,) -> (B, m)`` that ranks every user by one item score
+    vector (popularity from exact or released counts). One module-level jitted kernel, so a
+    new score vector does not compile again."""
+    s = jnp.asarray(np.asarray(scores, np.float32))
+    return lambda users: _broadcast_scores(s, users)
+
+
+@jax.jit
+def _broadcast_scores(scores, users):
+    return jnp.broadcast_to(scores, (users.shape[0], scores.shape[0]))
 
 
 @jax.jit

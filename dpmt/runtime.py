@@ -7,6 +7,9 @@ settings are applied by an explicit call (:func:`dpmt.train.fit` through
 
 from __future__ import annotations
 
+_APPLIED: dict = {}
+
+
 def limit_lapack_threads(n: int | None = None) -> int | None:
     """Set the thread count of the OpenBLAS behind jaxlib's CPU LAPACK kernels; returns the
     count set (None if nothing was changed).
@@ -34,6 +37,8 @@ def limit_lapack_threads(n: int | None = None) -> int | None:
         n = int(os.environ.get("DPMT_LAPACK_THREADS", "1") or 1)
     if n <= 0:
         return None
+    if n in _APPLIED:               # already set in this process (fit calls this every run)
+        return _APPLIED[n]
     try:
         import scipy.linalg.cython_lapack  # noqa: F401  (loads scipy's OpenBLAS)
         with open("/proc/self/maps") as f:
@@ -51,4 +56,6 @@ def limit_lapack_threads(n: int | None = None) -> int | None:
         if fn is not None:
             fn(int(n))
             done = int(n)
+    _APPLIED.clear()
+    _APPLIED[n] = done
     return done

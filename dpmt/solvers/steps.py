@@ -173,6 +173,36 @@ def ssp_item_step(steps: Steps) -> ItemStep:
     return ItemStep(init, update)
 
 
+def item_encoder(cfg: TrainConfig, n_items: int, item_features=None):
+    """The flax item encoder of noisy GD: an embedding table, or an MLP over public item
+    features (checked: a finite (n_items, f) array)."""
+    from dpmt.solvers import encoders
+
+    if cfg.gd.encoder != "mlp":
+        return encoders.EmbeddingEncoder(n_items=n_items, dim=cfg.dim)
+    if item_features is None:
+        raise ConfigError("encoder='mlp' needs public item features (ML-100K genres): "
+                          "pass item_features=")
+    feats = np.asarray(item_features, np.float32)
+    if feats.ndim != 2 or feats.shape[0] != n_items or not np.all(np.isfinite(feats)):
+        raise ConfigError(f"item_features must be a finite (n_items={n_items}, f) array "
+                          f"(got shape {feats.shape})")
+    return encoders.MLPEncoder(features=jnp.asarray(feats), hidden=(cfg.gd.mlp_hidden,),
+                               dim=cfg.dim)
+
+
+def initial_item_state(cfg: TrainConfig, n_items: int, item_features, key) -> ItemState:
+    """The item step's state before the first iteration: the MLP's initial parameters for
+    noisy GD with ``encoder='mlp'``, else empty. Needs no layout (resume uses it as the
+    pytree template of a checkpoint)."""
+    if cfg.solver != "gd" or cfg.gd.encoder != "mlp":
+        return ItemState()
+    from dpmt.solvers import encoders
+
+    enc = item_encoder(cfg, n_items, item_features)
+    return ItemState(encoders.init_encoder(enc, jax.random.fold_in(key, 99)))
+
+
 def gd_item_step(steps: Steps, n_items: int, item_features=None) -> ItemStep:
     """Noisy GD (Algorithm 2) as an :class:`ItemStep`; the state is the encoder's
     parameters (an embedding table is re-read from V at every iteration, an MLP persists)."""
@@ -185,25 +215,12 @@ def gd_item_step(steps: Steps, n_items: int, item_features=None) -> ItemStep:
     optimizer = optax.sgd(g.learning_rate) if g.optimizer == "sgd" else \
         optax.adam(g.learning_rate)
     mlp = g.encoder == "mlp"
-    if mlp:
-        if item_features is None:
-            raise ConfigError("encoder='mlp' needs public item features (ML-100K genres): "
-                              "pass item_features=")
-        feats = np.asarray(item_features, np.float32)
-        if feats.ndim != 2 or feats.shape[0] != n_items or not np.all(np.isfinite(feats)):
-            raise ConfigError(f"item_features must be a finite (n_items={n_items}, f) array "
-                              f"(got shape {feats.shape})")
-        encoder = encoders.MLPEncoder(features=jnp.asarray(feats), hidden=(g.mlp_hidden,),
-                                      dim=cfg.dim)
-        layout = steps.users          # generic path: per-user gradients over user rows
-    else:
-        encoder = encoders.EmbeddingEncoder(n_items=n_items, dim=cfg.dim)
-        layout = steps.items          # fast path: embedding table over item rows
+    encoder = item_encoder(cfg, n_items, item_features)
+    # MLP: per-user gradients over user rows; embedding table: the fast path over item rows
+    layout = steps.users if mlp else steps.items
 
     def init(key, V) -> ItemState:
-        if mlp:
-            return ItemState(encoders.init_encoder(encoder, jax.random.fold_in(key, 99)))
-        return ItemState()
+        return initial_item_state(cfg, n_items, item_features, key)
 
     def update(state, V, U, key, noise: ItemNoise, extra=None, num_users=None):
         params = state.params if mlp else encoders.embedding_params(V)

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import math
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from dpmt.privacy.ledger import PRIVACY_UNIT
@@ -49,13 +47,12 @@ def evaluate(model, train, eval_set, ks=KS) -> dict:
 
 
 def _score_metrics(scores: np.ndarray, train, eval_set, ks) -> dict:
-    from dpmt.metrics import ranking_metrics
+    from dpmt.metrics import item_score_fn, ranking_metrics
 
     buckets, counts = _buckets(train)
-    pop = jnp.asarray(np.asarray(scores, np.float32))
-    fn = jax.jit(lambda users: jnp.broadcast_to(pop, (users.shape[0], pop.shape[0])))
     return ranking_metrics(None, None, eval_set.history, eval_set.targets, ks=ks,
-                           item_buckets=buckets, score_fn=fn, item_counts=counts)
+                           item_buckets=buckets, score_fn=item_score_fn(scores),
+                           item_counts=counts)
 
 
 def popularity_metrics(train, eval_set, ks=KS) -> dict:

@@ -44,7 +44,7 @@ from dpmt.config import ExecutionConfig, TrainConfig
 from dpmt.errors import ConfigError, DataError
 from dpmt.model import Model
 from dpmt.privacy import PrivacyLedger, private_counts
-from dpmt.solvers.steps import ItemNoise, make_steps
+from dpmt.solvers.steps import ItemNoise, initial_item_state, make_steps
 from dpmt.train.checkpoint import Checkpoint, LoopState, data_fingerprint
 from dpmt.train.labels import rating_labels
 from dpmt.train.plan import PrivacyPlan, beta_of, make_plan
@@ -97,9 +97,8 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
     saved = None
     if ckpt is not None and resume:
         # the template fixes the item state's structure; the values come from the file
-        saved = ckpt.load(item_state_template=_item_state_template(cfg, train, item_features,
-                                                                   k_init, V0),
-                          **fingerprints)
+        template = initial_item_state(cfg, train.n_items, item_features, k_init)
+        saved = ckpt.load(item_state_template=template, **fingerprints)
         if saved is not None:
             ledger = saved["ledger"]
             _check_resumed_ledger(saved, plan, cfg)
@@ -147,7 +146,7 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
         history = saved["history"]
     n_norm = float(noisy_n) if noisy_n is not None else float(train.n_users)
 
-    bar = _progress(ex.progress, start=state.iteration, total=cfg.iterations)
+    bar = _Progress(ex.progress, start=state.iteration, total=cfg.iterations)
     t_loop = time.time()
     for t in range(state.iteration, cfg.iterations):
         kt = jax.random.fold_in(k_iter, t)
@@ -359,19 +358,6 @@ def _check_resumed_ledger(saved: dict, plan: PrivacyPlan | None, cfg: TrainConfi
                         "run")
 
 
-def _item_state_template(cfg, train, item_features, key, V0):
-    """The item step's initial state (for its pytree structure), without building layouts."""
-    from dpmt.solvers.steps import ItemState
-
-    if cfg.solver != "gd" or cfg.gd.encoder != "mlp":
-        return ItemState()
-    from dpmt.solvers import encoders
-
-    enc = encoders.MLPEncoder(features=jnp.asarray(item_features, jnp.float32),
-                              hidden=(cfg.gd.mlp_hidden,), dim=cfg.dim)
-    return ItemState(encoders.init_encoder(enc, jax.random.fold_in(key, 99)))
-
-
 # -- helpers ---------------------------------------------------------------------------------
 def _charge(ledger: PrivacyLedger | None, release) -> float:
     """Charge ``release`` to the ledger and return its noise std (0 if non-private)."""
@@ -417,7 +403,3 @@ class _Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
-
-
-def _progress(enabled: bool, start: int, total: int) -> _Progress:
-    return _Progress(enabled, start, total)

@@ -35,9 +35,6 @@ from dpmt.privacy.mechanisms import count_sensitivity, item_sum_sensitivity
 from dpmt.solvers.noisy_gd import noisy_gd_sensitivity
 from dpmt.solvers.ssp import gramian_sensitivity, ssp_sensitivities
 
-#: Implicit feedback: positives have label 1; |y| ≤ Y_MAX is what the b-sensitivity assumes
-#: (the rating task uses ``cfg.y_max`` = its label clip).
-Y_MAX = 1.0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -58,11 +58,8 @@ def prepare_data(cfg: TrainConfig, execution: ExecutionConfig | None = None):
             return random_split(r, fractions=cfg.split_fractions, seed=1234 + cfg.seed)
         return per_user_split(r, fractions=cfg.split_fractions, seed=cfg.seed)
     implicit = cfg.dataset.startswith("synthetic")
+    # binarize refuses (with the threshold named) a file with no rating above it
     pos = r if implicit else binarize(r, cfg.positive_threshold)
-    if pos.nnz == 0:
-        raise DataError(f"{cfg.dataset}: no rating is above --positive-threshold "
-                        f"{cfg.positive_threshold:g}, so there are no positives to train on "
-                        "(for implicit data with values 1, use --positive-threshold 0)")
     if cfg.split == "per-user":
         split = per_user_split(pos, fractions=cfg.split_fractions, seed=cfg.seed)
     else:
@@ -222,13 +219,3 @@ def write_run(model: Model, out: Path) -> None:
         lines.append(model.ledger.summary())
     atomic_write_text(out / "train.log", "\n".join(lines) + "\n")
     model.save(out)       # model.json last: the directory is a model from here on
-
-
-def item_titles(dataset: str, item_ids: np.ndarray, data_dir: str = "data") -> dict | None:
-    """Raw item id → title where the dataset ships titles (ML-100K's ``u.item``), else None."""
-    from dpmt.data.titles import item_titles_for
-
-    try:
-        return item_titles_for(dataset, item_ids, data_dir=data_dir)
-    except DataError:
-        return None
