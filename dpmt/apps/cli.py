@@ -1,6 +1,6 @@
 """The ``dpmt`` command line: argparse over the library, nothing else.
 
-Subcommands: ``fetch``, ``info``, ``train``, ``recommend``, ``similar``, ``compare``,
+Subcommands: ``fetch``, ``info``, ``train``, ``recommend``, ``similar``, ``compare``, ``quality``,
 ``stream``, ``bench``, ``demo``. The training options are generated from the fields of
 :class:`~dpmt.config.TrainConfig`, :class:`~dpmt.config.GDConfig` and
 :class:`~dpmt.config.ExecutionConfig` (their help, group, choices and defaults), so the CLI
@@ -272,11 +272,29 @@ def build_parser() -> argparse.ArgumentParser:
                    help="start the grid again in an --out that holds an earlier one")
     c.set_defaults(func=cmd_compare)
 
+    from dpmt.apps import tune
+
+    tu = sub.add_parser("tune", formatter_class=_Formatter,
+                        help="grid of candidates, the best on validation saved as a model: "
+                             "private selection (ε covers the choice) or the literature's "
+                             "(not charged)",
+                        description=tune.DESCRIPTION + " " + PRIVACY_UNIT_HELP)
+    tune.add_arguments(tu)
+    tu.set_defaults(func=tune.main)
+
     st = sub.add_parser("stream", help="JDP online prediction over a ratings stream")
     from dpmt.apps import stream
 
     stream.add_arguments(st)
     st.set_defaults(func=stream.run)
+
+    from dpmt.apps import quality
+
+    q = sub.add_parser("quality", help="the quality benchmark: Recall@20 of every method, "
+                                       "tuned on validation, reported on test, per ε and per "
+                                       "popularity bucket; writes QUALITY.md")
+    quality.add_arguments(q)
+    q.set_defaults(func=quality.main)
 
     from dpmt.apps import bench
 

@@ -11,12 +11,20 @@ repeated ``count`` times) described by its name, L2 sensitivity Δ and noise sta
 ``PoissonSampledDpEvent`` / ``SelfComposedDpEvent`` as needed). The ledger composes the events
 of all recorded releases into one ``ComposedDpEvent`` and asks a fresh accountant (PLD by
 default, RDP on request) for ε at δ. No accounting is done by hand.
+
+A ledger may also record how its model was *selected* among candidate runs (a
+:class:`Selection`, written by ``dpmt tune``). A charged (private) selection makes the
+recorded releases one repetition of a random number of repetitions, and the ledger's event
+``RepeatAndSelectDpEvent(compose(releases), mean, shape)`` (Papernot & Steinke, ICLR 2022),
+which ``dp_accounting`` accounts with RDP only. An uncharged (literature) selection changes
+no ε; it is recorded so that the ledger says the choice among candidates is not covered.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Iterable
@@ -96,6 +104,87 @@ class Release:
                    sampling_rate=d.get("sampling_rate"))
 
 
+SELECTION_MODES = ("private", "literature")
+
+#: what an uncharged selection's outputs say
+NOT_CHARGED = ("the selection among the candidates was NOT charged to the privacy budget (as "
+               "in the literature: ε covers one training run, not the choice among N "
+               "candidates)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """How a ledger's model was chosen among ``candidates`` candidate configurations.
+
+    Attributes:
+      mode: ``"private"`` — private selection by random repetitions (Papernot & Steinke,
+        ICLR 2022): the number of repetitions K is random with mean ``mean`` (Poisson when
+        ``shape`` is None, else the truncated negative binomial with that shape η; η = 0 is
+        the logarithmic, η = 1 the geometric distribution); the ledger's releases are one
+        repetition's and its ε is that of ``RepeatAndSelectDpEvent``. ``"literature"`` — the
+        best candidate by exact validation score, not charged (ε is one run's).
+      candidates: the size of the grid.
+      mean, shape: the distribution of K (private mode only).
+    """
+
+    mode: str
+    candidates: int
+    mean: float | None = None
+    shape: float | None = None
+
+    def __post_init__(self):
+        if self.mode not in SELECTION_MODES:
+            raise ConfigError(f"selection mode must be one of {', '.join(SELECTION_MODES)} "
+                              f"(got {self.mode!r})")
+        check_range("candidates", self.candidates, low=1, integer=True)
+        if self.mode == "private":
+            if self.mean is None:
+                raise ConfigError("a private selection needs the mean number of repetitions")
+            check_range("mean number of runs", self.mean, low=1.0, high=1e6)
+            if self.shape is not None:
+                check_range("shape", self.shape, low=0.0, high=1e6)
+        elif self.mean is not None or self.shape is not None:
+            raise ConfigError("a literature selection has no repetition distribution")
+
+    @property
+    def charged(self) -> bool:
+        return self.mode == "private"
+
+    @property
+    def distribution(self) -> str | None:
+        if not self.charged:
+            return None
+        return "poisson" if self.shape is None else "truncated negative binomial"
+
+    def wrap(self, event: dp_accounting.DpEvent) -> dp_accounting.DpEvent:
+        """The event of the whole selection, given one repetition's ``event``."""
+        if not self.charged:
+            return event
+        shape = math.inf if self.shape is None else float(self.shape)
+        return dp_accounting.dp_event.RepeatAndSelectDpEvent(event, float(self.mean), shape)
+
+    def note(self) -> str:
+        if not self.charged:
+            return NOT_CHARGED
+        shape = "" if self.shape is None else f", shape η = {self.shape:g}"
+        n = f"{self.candidates} candidate" + ("s" if self.candidates > 1 else "")
+        return (f"private selection among {n} (Papernot & Steinke "
+                f"2022): a random number K of repetitions ({self.distribution}, mean "
+                f"{self.mean:g}{shape}), each a uniformly drawn candidate trained and scored "
+                "privately; the releases listed are one repetition's, and ε covers the whole "
+                "tuning (RDP accountant)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode, "charged": self.charged, "candidates": self.candidates,
+                "distribution": self.distribution, "mean": self.mean, "shape": self.shape,
+                "note": self.note()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Selection":
+        return cls(mode=d["mode"], candidates=int(d["candidates"]), mean=d.get("mean"),
+                   shape=d.get("shape"))
+
+
 def make_accountant(accountant: str = "pld") -> dp_accounting.PrivacyAccountant:
     """A fresh ``dp_accounting`` accountant for add/remove-one neighbours."""
     if accountant == "pld":
@@ -120,11 +209,18 @@ def compose(releases: Iterable[Release]) -> dp_accounting.DpEvent:
     return dp_accounting.ComposedDpEvent(events)
 
 
-def epsilon_of(releases: Iterable[Release], delta: float, accountant: str = "pld") -> float:
-    """ε at δ of the composition of ``releases`` (0 for no release)."""
+def epsilon_of(releases: Iterable[Release], delta: float, accountant: str = "pld",
+               selection: Selection | None = None) -> float:
+    """ε at δ of the composition of ``releases`` (0 for no release); with a charged
+    ``selection``, of its ``RepeatAndSelectDpEvent`` around that composition (RDP)."""
     releases = list(releases)
     if not releases:
         return 0.0
+    if selection is not None and selection.charged:
+        _check_selection_accountant(selection, accountant)
+        acc = make_accountant("rdp")
+        acc.compose(selection.wrap(compose(releases)))
+        return float(acc.get_epsilon(delta))
     if accountant == "pld" and min(r.noise_multiplier for r in releases) < _PLD_MIN_MULTIPLIER:
         # The PLD grid grows like 1/z²; at such multipliers ε is huge anyway, and RDP is
         # also a valid upper bound.
@@ -132,6 +228,13 @@ def epsilon_of(releases: Iterable[Release], delta: float, accountant: str = "pld
     acc = make_accountant(accountant)
     acc.compose(compose(releases))
     return float(acc.get_epsilon(delta))
+
+
+def _check_selection_accountant(selection: Selection | None, accountant: str) -> None:
+    if selection is not None and selection.charged and accountant != "rdp":
+        raise ConfigError("a private selection (RepeatAndSelectDpEvent) is accounted by "
+                          f"dp_accounting's RDP accountant only; use accountant='rdp' (got "
+                          f"{accountant!r})")
 
 
 class PrivacyLedger:
@@ -145,14 +248,18 @@ class PrivacyLedger:
         :class:`~dpmt.errors.PrivacyBudgetError`, recording nothing) any release that would
         take ε(δ) above it.
       accountant: ``"pld"`` (default, tight) or ``"rdp"``.
+      selection: how the model was chosen among candidates (:class:`Selection`), or None
+        (one run). A charged selection needs ``accountant="rdp"``.
     """
 
     def __init__(self, delta: float, epsilon_budget: float | None = None,
-                 accountant: str = "pld"):
+                 accountant: str = "pld", selection: Selection | None = None):
         check_range("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True)
         if epsilon_budget is not None:
             check_range("epsilon_budget", epsilon_budget, low=0.0, low_open=True)
         make_accountant(accountant)  # validates the name
+        _check_selection_accountant(selection, accountant)
+        self.selection = selection
         self.delta = float(delta)
         self.epsilon_budget = None if epsilon_budget is None else float(epsilon_budget)
         self.accountant = accountant
@@ -170,14 +277,16 @@ class PrivacyLedger:
         """ε of everything recorded so far, at ``delta`` (default: the ledger's δ)."""
         if delta is None or delta == self.delta:
             return self._epsilon
-        return epsilon_of(self._releases, delta, self.accountant)
+        return epsilon_of(self._releases, delta, self.accountant, self.selection)
 
     def event(self) -> dp_accounting.DpEvent:
-        return compose(self._releases)
+        event = compose(self._releases)
+        return event if self.selection is None else self.selection.wrap(event)
 
     def would_spend(self, release: Release) -> float:
         """ε(δ) after recording ``release``, without recording it."""
-        return epsilon_of([*self._releases, release], self.delta, self.accountant)
+        return epsilon_of([*self._releases, release], self.delta, self.accountant,
+                          self.selection)
 
     def record(self, release: Release) -> Release:
         """Record a release; raise :class:`PrivacyBudgetError` (recording nothing) if it
@@ -201,7 +310,7 @@ class PrivacyLedger:
 
     # -- reporting and persistence -------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "privacy_unit": PRIVACY_UNIT,
             "neighboring_relation": "add_or_remove_one",
             "accountant": self.accountant,
@@ -210,16 +319,21 @@ class PrivacyLedger:
             "epsilon_budget": self.epsilon_budget,
             "releases": [r.to_dict() for r in self._releases],
         }
+        if self.selection is not None:
+            d["selection"] = self.selection.to_dict()
+        return d
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "PrivacyLedger":
+        sel = d.get("selection")
         led = cls(delta=d["delta"], epsilon_budget=d.get("epsilon_budget"),
-                  accountant=d.get("accountant", "pld"))
+                  accountant=d.get("accountant", "pld"),
+                  selection=None if sel is None else Selection.from_dict(sel))
         led._releases = [Release.from_dict(r) for r in d.get("releases", [])]
-        led._epsilon = epsilon_of(led._releases, led.delta, led.accountant)
+        led._epsilon = epsilon_of(led._releases, led.delta, led.accountant, led.selection)
         return led
 
     def save(self, path: str | os.PathLike) -> None:
@@ -240,6 +354,8 @@ class PrivacyLedger:
             lines.append(f"{r.name:<28} {r.sensitivity:>10.4g} {r.noise_std:>12.4g} "
                          f"{r.noise_multiplier:>9.4g} {r.count:>6d} {q:>7}")
         budget = "" if self.epsilon_budget is None else f" (budget {self.epsilon_budget:g})"
+        if self.selection is not None:
+            lines.append(f"selection: {self.selection.note()}")
         lines.append(f"total: ε = {self._epsilon:.4f} at δ = {self.delta:g}{budget}")
         return "\n".join(lines)
 

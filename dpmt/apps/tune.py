@@ -1,0 +1,425 @@
+"""``dpmt tune``: train a grid of candidate configurations and keep the best on validation.
+
+Two selection modes, labelled in every output (stdout, ``tune.json``, ``model.json``,
+``ledger.json``, ``metrics.json``, ``train.log``):
+
+* ``private`` (the default: the only mode whose ε covers what is released) — the random
+  repetitions of Papernot & Steinke (ICLR 2022, :mod:`dpmt.privacy.selection`): K repetitions
+  (Poisson, or truncated negative binomial, with mean ``--mean-runs``), each training a
+  uniformly drawn candidate with fresh randomness at a per-run ε and releasing its noisy
+  validation score (the sum over validation users of their Recall@20, sensitivity 1, plus
+  Gaussian noise); the best noisy score's model is saved, and its ledger holds
+  ``RepeatAndSelectDpEvent(compose(one repetition's releases), mean, shape)``, whose RDP ε is
+  at most ``--epsilon``. Every candidate must have the same DP event (refused otherwise,
+  before any data is read). Only the selected repetition is published: K, the draws and
+  the other scores are not (the theorem does not cover them).
+* ``literature`` — every candidate trained once at ``--epsilon``, the best exact validation
+  Recall@20 kept; the selection is *not* charged: ε covers one training run, not the choice
+  among the candidates.
+
+The grid is ``--grid FIELD=V1,V2,...`` over any TrainConfig field that does not change the
+data, the split or the privacy target; every candidate config is built (and its plan
+calibrated) before any data is read. Outputs are written into ``--out`` only after success:
+a run directory (the selected model, :func:`dpmt.train.rundir.write_run`) plus ``tune.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import itertools
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from dpmt.config import TrainConfig
+from dpmt.errors import ConfigError, DataError, PrivacyBudgetError, check_range
+from dpmt.privacy.ledger import PRIVACY_UNIT, PrivacyLedger, Selection
+
+DESCRIPTION = (
+    "Train a grid of candidate configurations (--grid FIELD=V1,V2,...) on the training users "
+    "and save the one with the best validation Recall@20 as a model, with tune.json. "
+    "--selection private (default): Papernot & Steinke's (ICLR 2022) private selection — a "
+    "random number K of repetitions (mean --mean-runs), each a uniformly drawn candidate "
+    "trained at a calibrated per-run ε and scored with a noisy validation score; ε = --epsilon "
+    "covers the whole tuning (RDP accountant). K, the draws and the other scores are not "
+    "published (the progress bar and the wall time show K: keep them to yourself). "
+    "--selection literature: every candidate at --epsilon, the best exact validation score; "
+    "the choice is NOT charged (as in the literature: ε covers one training run, not the "
+    "choice among N candidates).")
+MAX_CANDIDATES = 1000
+_TAG = 0x74756E65                     # "tune": the draws' seed-sequence tag
+_NOT_GRID = {
+    **{f: "changes the data or the split: every candidate trains on the same users and is "
+          "selected on the same validation users" for f in
+       ("task", "dataset", "columns", "rating_range", "on_duplicate", "positive_threshold",
+        "split", "heldout_users", "split_fractions")},
+    **{f: "is the target of the whole tuning: give it with --epsilon / --delta / "
+          "--accountant, not in the grid" for f in ("epsilon", "delta", "accountant",
+                                                     "private")},
+    "seed": "fixes the split and tune's own draws: one --seed per tune",
+}
+
+
+# -- the grid -------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    index: int
+    values: dict            # {field: value} of the grid
+    config: TrainConfig
+
+    def label(self) -> str:
+        from dpmt.apps.tune_report import label
+
+        return label(self.values)
+
+
+def _grid_fields() -> dict:
+    from dpmt.apps.args import config_fields
+
+    out = {}
+    for f, flag, dest in config_fields(TrainConfig):
+        for name in (dest, flag.lstrip("-").replace("-", "_"), dest.replace("gd_", "gd.", 1)):
+            out[name] = (f, dest)
+    return out
+
+
+def _parse_value(field, dest: str, raw: str):
+    kind = str(field.type).replace(" | None", "")
+    s = raw.strip()
+    if str(field.type).endswith("| None") and s.lower() in ("none", "auto"):
+        return None
+    try:
+        if kind == "int":
+            return int(s)
+        if kind == "float":
+            return float(s)
+    except ValueError:
+        raise ConfigError(f"--grid {dest}: {raw!r} is not "
+                          f"{'an integer' if kind == 'int' else 'a number'}") from None
+    if kind == "bool":
+        if s.lower() in ("true", "yes", "1", "false", "no", "0"):
+            return s.lower() in ("true", "yes", "1")
+        raise ConfigError(f"--grid {dest}: {raw!r} is not true or false")
+    if not s:
+        raise ConfigError(f"--grid {dest}: empty value")
+    return s
+
+
+def parse_grid(specs) -> list[tuple[str, list]]:
+    """``["dim=8,16", "reg=1,10"]`` → ``[("dim", [8, 16]), ("reg", [1.0, 10.0])]``, each value
+    parsed with its TrainConfig field's type (``gd_*`` fields are GDConfig's)."""
+    fields = _grid_fields()
+    grid, seen = [], set()
+    for spec in specs or ():
+        name, eq, vals = str(spec).partition("=")
+        key = name.strip().lstrip("-").replace("-", "_")
+        if not eq or not key:
+            raise ConfigError(f"--grid {spec!r}: expected FIELD=V1,V2,... (e.g. dim=8,16)")
+        if key not in fields and key not in _NOT_GRID:
+            import difflib
+
+            near = difflib.get_close_matches(key, [k for k in fields if "." not in k], n=3)
+            raise ConfigError(f"--grid {key}: not a TrainConfig field"
+                              + (f" (did you mean {', '.join(near)}?)" if near else ""))
+        field, dest = fields.get(key, (None, key))
+        if dest in _NOT_GRID:
+            raise ConfigError(f"--grid {key}: {dest} {_NOT_GRID[dest]}")
+        if dest in seen:
+            raise ConfigError(f"--grid {dest} is given twice: list all its values once")
+        seen.add(dest)
+        values = [_parse_value(field, dest, v) for v in vals.split(",")]
+        if len(set(map(repr, values))) != len(values):
+            raise ConfigError(f"--grid {dest} lists a value twice ({vals}): repeats are the "
+                              "same candidate")
+        grid.append((dest, values))
+    if not grid:
+        raise ConfigError("give at least one --grid FIELD=V1,V2,... (e.g. --grid dim=8,16)")
+    return grid
+
+
+def build_candidates(base: TrainConfig, grid) -> list[Candidate]:
+    """Every combination of the grid's values applied to ``base``; an invalid value or
+    combination is refused naming the field (nothing is read or trained)."""
+    size = int(np.prod([len(v) for _, v in grid]))
+    if size > MAX_CANDIDATES:
+        raise ConfigError(f"the grid has {size} candidates; at most {MAX_CANDIDATES}")
+    out = []
+    for k, combo in enumerate(itertools.product(*[v for _, v in grid])):
+        values = {dest: v for (dest, _), v in zip(grid, combo)}
+        top = {d: v for d, v in values.items() if not d.startswith("gd_")}
+        gd = {d[3:]: v for d, v in values.items() if d.startswith("gd_")}
+        try:
+            cfg = base.replace(**top, **({"gd": gd} if gd else {}))
+        except ConfigError as e:
+            label = ", ".join(f"{d}={v}" for d, v in values.items())
+            raise ConfigError(f"--grid candidate {label}: {e}") from None
+        out.append(Candidate(k, values, cfg))
+    return out
+
+
+# -- the privacy side, before any data -----------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """A tune: the base config, the candidates, the mode and (private) the distribution of K
+    (``mean_runs`` default 2 × the number of candidates; ``shape`` None = Poisson)."""
+
+    base: TrainConfig
+    candidates: tuple[Candidate, ...]
+    mode: str = "private"
+    mean_runs: float | None = None
+    shape: float | None = 1.0
+    score_noise_ratio: float = 1.0
+
+    def __post_init__(self):
+        if self.mode not in ("private", "literature"):
+            raise ConfigError(f"--selection must be private or literature (got {self.mode!r})")
+        check_range("--score-noise-ratio", self.score_noise_ratio, low=0.0, high=1e6,
+                    low_open=True)
+        if not self.base.private:
+            raise ConfigError("dpmt tune selects among private runs; drop --no-privacy (for "
+                              "non-private grids use dpmt compare)")
+        if self.base.task != "implicit":
+            raise ConfigError("dpmt tune selects by validation Recall@20: it needs the "
+                              "implicit task (--task implicit)")
+        self.selection          # validates mean and shape
+
+    @property
+    def selection(self) -> Selection:
+        n = len(self.candidates)
+        if self.mode == "literature":
+            return Selection("literature", n)
+        mean = 2.0 * n if self.mean_runs is None else float(self.mean_runs)
+        return Selection("private", n, mean, self.shape)
+
+    def fingerprint(self) -> str:
+        d = {"base": self.base.to_dict(), "ratio": self.score_noise_ratio,
+             "selection": self.selection.to_dict(),
+             "candidates": [c.config.to_dict() for c in self.candidates]}
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def check_spec(spec: Spec):
+    """Refuse what cannot run, before any data. Returns (the training configs, the private
+    calibration or None): literature mode trains every candidate at the target ε; private
+    mode at the calibrated per-run ε with the RDP accountant, every candidate checked to have
+    the same DP event (noise multipliers, sampling, counts of every release — not raw σ)."""
+    from dpmt.privacy.selection import calibrate_selection, describe_event, same_event
+    from dpmt.train.plan import make_plan
+
+    if spec.mode == "literature":
+        for c in spec.candidates:
+            make_plan(c.config)                 # each at the target: refuse unmeetable ones
+        return [c.config for c in spec.candidates], None
+    rdp = [c.config.replace(accountant="rdp") for c in spec.candidates]
+    ref = make_plan(rdp[0]).releases()
+    for c, cfg in zip(spec.candidates[1:], rdp[1:]):
+        other = make_plan(cfg).releases()
+        if not same_event(ref, other):
+            raise ConfigError(
+                f"candidates ({spec.candidates[0].label()}) and ({c.label()}) have different "
+                f"privacy plans ({describe_event(ref)} vs {describe_event(other)}): a "
+                "private selection repeats ONE DP mechanism, so every candidate must make "
+                "the same releases with the same noise multipliers. Grid over fields that "
+                "keep the plan (dim, reg, user_clip, mu, init_scale, ...), or use "
+                "--selection literature")
+
+    def run_plan(e):
+        p = make_plan(rdp[0].replace(epsilon=e))
+        return p.releases(), p.calibration.scale
+
+    cal = calibrate_selection(run_plan, epsilon=spec.base.epsilon, delta=spec.base.delta,
+                              selection=spec.selection,
+                              score_noise_ratio=spec.score_noise_ratio)
+    configs = [cfg.replace(epsilon=cal.run_epsilon) for cfg in rdp]
+    for cfg in configs:
+        if not same_event(make_plan(cfg).releases(), cal.releases):
+            raise RuntimeError("internal error: a candidate's plan differs from the "
+                               "calibrated repetition")
+    return configs, cal
+
+
+# -- running -------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class TuneResult:
+    """``model``: the selected model (its ledger holds the selection); ``doc``: tune.json.
+    ``repetitions``: every repetition's draw and score — in private mode NOT private (K, the
+    draws, the exact and the losers' scores): for tests and debugging, never written."""
+
+    model: object
+    doc: dict
+    repetitions: list
+
+
+def _rng(seed: int, *key) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([int(seed), _TAG, *key]))
+
+
+def _draws(spec: Spec, n: int) -> list:
+    """(candidate, training seed, noise generator) of every repetition. Private: K from the
+    seed's own stream, repetition r's draws from (seed, r) alone, so they do not depend on K;
+    literature: every candidate once, with the base seed."""
+    from dpmt.privacy.selection import draw_repetitions
+
+    if spec.mode == "literature":
+        return [(c, spec.base.seed, None) for c in range(n)]
+    sel = spec.selection
+    k = draw_repetitions(_rng(spec.base.seed), sel.mean, sel.shape)
+    if k == 0:
+        raise PrivacyBudgetError(
+            f"K = 0 repetitions were drawn (Poisson, mean {sel.mean:g}: probability "
+            f"{np.exp(-sel.mean):.2g}); as in Papernot & Steinke (2022) the selection outputs "
+            "nothing, and nothing was read, trained or written. Another --seed is a second "
+            "execution of the mechanism (its ε composes with this one); --distribution "
+            "negative-binomial never draws K = 0")
+    out = []
+    for r in range(k):
+        g = _rng(spec.base.seed, 1, r)
+        out.append((int(g.integers(n)), int(g.integers(0, 2**31 - 1)), g))
+    return out
+
+
+def tune(spec: Spec, out, *, execution=None, resume: bool = False,
+         overwrite: bool = False) -> TuneResult:
+    """Check everything, train the repetitions, select, write ``out`` (see the module
+    docstring). Raises a :class:`~dpmt.errors.DpmtError` with a clear message."""
+    from dpmt.apps import tune_report as tr
+    from dpmt.config import ExecutionConfig
+    from dpmt.privacy.selection import noisy_score
+    from dpmt.train.evaluate import evaluate
+    from dpmt.train.loop import fit
+    from dpmt.train.rundir import prepare_data, run_lock
+
+    ex = execution or ExecutionConfig()
+    quiet = dataclasses.replace(ex, progress=False)
+    configs, cal = check_spec(spec)
+    out = Path(out)
+    saved = tr.check_out(out, spec.fingerprint(), resume=resume, overwrite=overwrite)
+    if saved is not None:
+        return TuneResult(*saved, [])
+    private = spec.mode == "private"
+    draws = _draws(spec, len(configs))
+    t0 = time.time()
+    with run_lock(out):
+        split = prepare_data(spec.base, quiet)
+        if split.validation.users.size == 0:
+            raise DataError("the validation split has no user with a target: nothing to "
+                            "select on")
+        bar = None
+        if ex.progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(draws), desc=f"tune ({spec.mode})", unit="run")
+        best, reps = None, []
+        for r, (c, seed, g) in enumerate(draws):
+            model = fit(split.train, configs[c].replace(seed=seed), execution=quiet)
+            o = evaluate(model, split.train, split.validation)["overall"]
+            recall = float(o["recall@20"]) if o["users"] else 0.0
+            score = noisy_score(recall * o["users"], cal.score.noise_std, g) if private \
+                else recall
+            reps.append({"repetition": r, "candidate": c, "seed": seed, "score": score,
+                         "exact_recall@20": recall, "exact_sum": recall * o["users"]})
+            if best is None or score > best[0]:
+                best = (score, c, model)
+            if bar is not None:
+                bar.update(1)
+                if not private:
+                    bar.set_postfix(last=f"{recall:.4f}")
+        if bar is not None:
+            bar.close()
+        score, c, model = best
+        model.ledger = _selected_ledger(model, spec, cal)
+        doc = tr.document(spec, cal, configs, reps, c, score, model)
+        model.metrics = tr.test_metrics(model, split, doc)
+        if not private:
+            doc["seconds"] = time.time() - t0     # (private: the time would reveal K)
+        doc["model_fingerprint"] = model.fingerprint()
+        doc["report"] = tr.report_lines(doc)
+        tr.write(out, model, doc)
+    return TuneResult(model, doc, reps)
+
+
+def _selected_ledger(model, spec: Spec, cal) -> PrivacyLedger:
+    """The saved ledger: the selected run's releases (+ the score: one repetition), with the
+    selection; its budget is the target of the whole tuning."""
+    from dpmt.privacy.selection import same_event
+
+    cfg = model.config
+    led = PrivacyLedger(cfg.delta, epsilon_budget=spec.base.epsilon,
+                        accountant=cfg.accountant, selection=spec.selection)
+    releases = list(model.ledger.releases) + ([] if cal is None else [cal.score])
+    if cal is not None and not same_event(releases, (*cal.releases, cal.score)):
+        raise RuntimeError("internal error: the selected run's releases differ from the "
+                           "calibrated repetition; refusing to save")
+    for r in releases:
+        led.record(r)
+    return led
+
+
+# -- the command line ----------------------------------------------------------------------------
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from dpmt.apps.args import add_config_arguments, parse_number
+
+    add_config_arguments(p)
+    g = p.add_argument_group("tuning")
+    g.add_argument("--grid", action="append", metavar="FIELD=V1,V2,...", required=True,
+                   help="candidate values of a TrainConfig field (repeatable; the grid is "
+                        "every combination), e.g. --grid dim=8,16 --grid reg=1,10")
+    g.add_argument("--selection", choices=["private", "literature"], default="private",
+                   help="private (default: the only mode whose ε covers the choice): "
+                        "Papernot & Steinke's random repetitions with noisy validation "
+                        "scores, ε = --epsilon for the whole tuning (RDP). literature: each "
+                        "candidate at --epsilon, best exact validation Recall@20, the choice "
+                        "NOT charged (ε covers one run, not the choice among N)")
+    g.add_argument("--mean-runs", type=parse_number("--mean-runs", "float"), default=None,
+                   metavar="X", help="private: mean number K of repetitions (default: 2 × "
+                                     "the number of candidates)")
+    g.add_argument("--distribution", choices=["negative-binomial", "poisson"],
+                   default="negative-binomial",
+                   help="private: distribution of K: truncated negative binomial (K ≥ 1; "
+                        "default) or Poisson (K = 0 with probability e^-mean: then nothing "
+                        "is output)")
+    g.add_argument("--shape", type=parse_number("--shape", "float"), default=None,
+                   metavar="η", help="negative binomial shape η ≥ 0: 0 logarithmic, 1 "
+                                     "geometric (default: 1)")
+    g.add_argument("--score-noise-ratio", type=parse_number("--score-noise-ratio", "float"),
+                   default=1.0, metavar="R", help="private: noise multiplier of the "
+                   "validation score = R × the run's base multiplier (default: 1)")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="run directory of the selected model (model.json, ledger.json, "
+                        "metrics.json, ...) plus tune.json; written only when tuning succeeds")
+    p.add_argument("--resume", action="store_true",
+                   help="show a finished tune in --out instead of running it again (an "
+                        "unfinished one is run again from the start: same seed, same draws)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a model or tune already in --out")
+
+
+def main(args) -> int:
+    from dpmt.apps.args import config_from_args
+
+    base, ex = config_from_args(args)
+    if args.distribution == "poisson" and args.shape is not None:
+        raise ConfigError("--shape is the negative binomial's; Poisson has none")
+    mode = args.selection
+    if mode == "literature" and (args.mean_runs is not None or args.shape is not None
+                                 or args.distribution != "negative-binomial"):
+        raise ConfigError("--mean-runs, --distribution and --shape are for --selection "
+                          "private")
+    shape = None if args.distribution == "poisson" else \
+        (1.0 if args.shape is None else args.shape)
+    if args.mean_runs is not None:
+        check_range("--mean-runs", args.mean_runs, low=1.0, high=1e6)
+    if shape is not None:
+        check_range("--shape", shape, low=0.0, high=1e6)
+    spec = Spec(base, tuple(build_candidates(base, parse_grid(args.grid))), mode,
+                args.mean_runs, shape, args.score_noise_ratio)
+    res = tune(spec, args.out, execution=ex, resume=args.resume, overwrite=args.overwrite)
+    print("\n".join(res.doc["report"]))
+    print(f"privacy unit: {PRIVACY_UNIT}")
+    print(f"saved the selected model in {args.out} (tune.json: the grid and the selection; "
+          f"dpmt recommend --model {args.out} --items ID,ID,...)")
+    return 0

@@ -1,0 +1,282 @@
+"""``dpmt tune``: private selection (Papernot & Steinke 2022) charged to the ledger, the
+literature's uncharged selection labelled as such, grids refused before any data is read,
+outputs written only on success, deterministic for a seed.
+
+One tiny synthetic dataset; the candidates share d so the kernels compile once."""
+
+import importlib
+import json
+import math
+
+import dp_accounting
+import numpy as np
+import pytest
+
+import dpmt
+from dpmt.apps import tune as tune_app
+from dpmt.apps.cli import main
+from dpmt.config import ExecutionConfig, TrainConfig
+from dpmt.errors import ConfigError, PrivacyBudgetError
+from dpmt.privacy import PrivacyLedger, Release
+from dpmt.privacy.ledger import RDP_ORDERS, Selection, epsilon_of
+from dpmt.privacy.selection import (draw_repetitions, noisy_score, same_event, tnb_gamma,
+                                    tnb_mean)
+
+DATASET = "synthetic:users=300,items=60,interactions=6000"
+BASE = TrainConfig(dataset=DATASET, dim=4, iterations=1, split="heldout-users",
+                   heldout_users=30, epsilon=5.0)
+ARGS = ["--dataset", DATASET, "--dim", "4", "--iterations", "1", "--split", "heldout-users",
+        "--heldout-users", "30", "--quiet"]
+GRID = [("reg", [1.0, 10.0]), ("user_clip", [0.05, 0.1])]
+QUIET = ExecutionConfig(progress=False)
+
+
+def _spec(mode="private", grid=GRID, base=BASE, **kw):
+    return tune_app.Spec(base, tuple(tune_app.build_candidates(base, grid)), mode, **kw)
+
+
+def _private(**kw):
+    """The private tune of the fixture: seed 1 draws K = 4 repetitions at mean 6."""
+    return _spec(base=BASE.replace(seed=1), mean_runs=6.0, **kw)
+
+
+def cli(argv):
+    try:
+        return main([str(a) for a in argv])
+    except SystemExit as e:
+        return e.code
+
+
+@pytest.fixture(scope="module")
+def private_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tune") / "private"
+    return out, tune_app.tune(_private(), out, execution=QUIET)
+
+
+@pytest.fixture(scope="module")
+def literature_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tune") / "literature"
+    return out, tune_app.tune(_spec("literature"), out, execution=QUIET)
+
+
+@pytest.fixture
+def no_data(monkeypatch):
+    """Nothing may read data or train: the refusal must come first."""
+    def trip(*a, **k):
+        raise AssertionError("data was read or a run trained before the refusal")
+    monkeypatch.setattr(importlib.import_module("dpmt.train.rundir"), "prepare_data", trip)
+    monkeypatch.setattr(importlib.import_module("dpmt.train.loop"), "fit", trip)
+
+
+# -- private mode: the selection is charged -----------------------------------------------------
+def test_private_ledger_is_within_the_target_and_charges_the_selection(private_run):
+    out, res = private_run
+    led = res.model.ledger
+    assert led.selection.charged and led.accountant == "rdp"
+    eps = led.epsilon()
+    one_repetition = epsilon_of(led.releases, led.delta, "rdp")   # training + score, once
+    assert eps <= BASE.epsilon * (1 + 1e-6)
+    assert eps > one_repetition > res.model.config.epsilon * 0.999
+    assert eps > 0.95 * BASE.epsilon                 # the calibration uses the budget
+    assert "validation_score" in led
+    saved = dpmt.Model.load(out)
+    assert saved.ledger.selection == led.selection
+    assert saved.epsilon == pytest.approx(eps, rel=1e-12)
+    doc = json.loads((out / "tune.json").read_text())
+    assert doc["charged"] is True and doc["epsilon"] == pytest.approx(eps)
+
+
+def test_repeat_and_select_epsilon_matches_dp_accounting_directly(private_run):
+    _, res = private_run
+    led, doc = res.model.ledger, res.doc
+    def event_of(r):                       # built here from the release's numbers
+        e = dp_accounting.GaussianDpEvent(r.noise_std / r.sensitivity)
+        if r.sampling_rate is not None:
+            e = dp_accounting.PoissonSampledDpEvent(r.sampling_rate, e)
+        return e if r.count == 1 else dp_accounting.SelfComposedDpEvent(e, r.count)
+
+    run = dp_accounting.ComposedDpEvent([event_of(r) for r in led.releases])
+    event = dp_accounting.dp_event.RepeatAndSelectDpEvent(run, 6.0, 1.0)
+    acc = dp_accounting.rdp.RdpAccountant(orders=RDP_ORDERS)
+    acc.compose(event)
+    assert led.epsilon() == pytest.approx(acc.get_epsilon(BASE.delta), rel=1e-9)
+    assert doc["calibration"]["selection"]["mean"] == 6.0
+    # the PLD accountant does not support the event: the ledger refuses it with a message
+    with pytest.raises(ConfigError, match="RDP accountant only"):
+        PrivacyLedger(1e-5, accountant="pld", selection=led.selection)
+
+
+def test_private_outputs_publish_only_the_selected_repetition(private_run, capsys):
+    out, res = private_run
+    doc = json.loads((out / "tune.json").read_text())
+    text = json.dumps(doc)
+    assert "validation_recall@20" not in text and "exact" not in json.dumps(doc["selected"]
+                                                                            ["validation_score"])
+    assert "seconds" not in doc and "repetitions" not in doc
+    assert [c["values"] for c in doc["candidates"]] == [
+        {"reg": r, "user_clip": c} for r in (1.0, 10.0) for c in (0.05, 0.1)]
+    assert doc["selected"]["validation_score"]["noise_std"] == pytest.approx(
+        res.model.ledger.releases[-1].noise_std)
+    assert "not a release covered by ε" in doc["selected"]["test"]["note"]
+    model_json = json.loads((out / "model.json").read_text())
+    assert model_json["tuning"]["selection"] == "private" and model_json["tuning"]["charged"]
+
+
+def test_the_score_noise_is_there(private_run):
+    """Without the Gaussian noise the released scores would equal the exact sums."""
+    _, res = private_run
+    sigma = res.doc["score"]["noise_std"]
+    d = np.array([(r["score"] - r["exact_sum"]) / sigma for r in res.repetitions])
+    assert len(d) == 4
+    assert np.all(np.abs(d) < 6) and np.sqrt(np.mean(d ** 2)) > 0.2, d
+    rng = np.random.default_rng(0)
+    draws = np.array([noisy_score(10.0, 2.0, rng) for _ in range(20000)])
+    assert draws.mean() == pytest.approx(10.0, abs=0.06)
+    assert draws.std() == pytest.approx(2.0, rel=0.03)
+
+
+def test_the_selected_model_is_the_best_noisy_score_and_loads_and_recommends(private_run):
+    out, res = private_run
+    best = max(res.repetitions, key=lambda r: r["score"])
+    assert res.doc["selected"]["index"] == best["candidate"]
+    assert res.model.config.seed == best["seed"]
+    model = dpmt.Model.load(out)
+    np.testing.assert_array_equal(model.item_embeddings, res.model.item_embeddings)
+    ids, scores = model.recommend(list(model.item_ids[:3]), k=5)
+    assert len(ids) == 5 and not set(ids) & set(model.item_ids[:3])
+
+
+def test_same_seed_same_selection_and_same_model(private_run, tmp_path):
+    _, first = private_run
+    again = tune_app.tune(_private(), tmp_path / "again", execution=QUIET)
+    assert again.doc["selected"]["index"] == first.doc["selected"]["index"]
+    assert [(r["candidate"], r["seed"], r["score"]) for r in again.repetitions] == \
+        [(r["candidate"], r["seed"], r["score"]) for r in first.repetitions]
+    np.testing.assert_array_equal(again.model.item_embeddings, first.model.item_embeddings)
+
+
+# -- literature mode: labelled as not charged ----------------------------------------------------
+def test_literature_outputs_say_the_selection_was_not_charged(literature_run, tmp_path,
+                                                              capsys):
+    out, res = literature_run
+    doc = json.loads((out / "tune.json").read_text())
+    assert doc["charged"] is False and "NOT charged" in doc["statement"]
+    assert "ε covers one training run" in doc["statement"]
+    assert all("validation_recall@20" in c for c in doc["candidates"])
+    assert json.loads((out / "model.json").read_text())["tuning"]["charged"] is False
+    assert json.loads((out / "metrics.json").read_text())["tuning"]["charged"] is False
+    assert json.loads((out / "ledger.json").read_text())["selection"]["charged"] is False
+    assert "NOT charged" in (out / "train.log").read_text()
+    # ε is one run's, at the target
+    led = res.model.ledger
+    assert led.epsilon() == pytest.approx(epsilon_of(led.releases, led.delta, led.accountant))
+    assert led.epsilon() <= BASE.epsilon * (1 + 1e-6)
+    best = max(doc["candidates"], key=lambda c: c["validation_recall@20"])
+    assert doc["selected"]["index"] == best["index"]
+    # the CLI says so on stdout
+    rc = cli(["tune", *ARGS, "--grid", "reg=1,10", "--selection", "literature",
+              "--out", tmp_path / "lit"])
+    assert rc == 0
+    assert "NOT charged" in capsys.readouterr().out
+
+
+# -- refusals before any data -------------------------------------------------------------------
+@pytest.mark.parametrize("grid", [[("gravity", [0.0, 0.5])], [("solver", ["ssp", "gd"])],
+                                  [("iterations", [1, 2])]])
+def test_a_grid_with_different_privacy_plans_is_refused_before_training(grid, no_data,
+                                                                        tmp_path):
+    with pytest.raises(ConfigError, match="different privacy plans"):
+        tune_app.tune(_spec(grid=grid), tmp_path / "x", execution=QUIET)
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("spec,field", [
+    ("dim=0", "dim"), ("dim=1.5", "dim"), ("reg=-1", "reg"), ("weights=bogus", "weights"),
+    ("gd_steps=0", "gd.steps"), ("foo=1", "foo"), ("epsilon=1,2", "epsilon"),
+    ("seed=1,2", "seed"), ("dataset=ml-1m", "dataset"), ("reg=1,1", "reg"), ("mu=x", "mu")])
+def test_invalid_grid_values_are_refused_naming_the_field(spec, field, no_data, tmp_path,
+                                                          capsys):
+    rc = cli(["tune", *ARGS, "--grid", spec, "--out", tmp_path / "x"])
+    err = capsys.readouterr().err
+    assert rc == 2 and field in err and "Traceback" not in err, err
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("change,match", [
+    (dict(epsilon=0.01), "cannot meet ε = 0.01"),
+    (dict(epsilon=1.0, count_noise_multiplier=0.3), "fixed-noise releases")])
+def test_an_unreachable_target_is_refused_before_training(change, match, no_data, tmp_path):
+    with pytest.raises(PrivacyBudgetError, match=match):
+        tune_app.tune(_spec(base=BASE.replace(**change), mean_runs=1000.0), tmp_path / "x",
+                      execution=QUIET)
+    assert not (tmp_path / "x").exists()
+
+
+def test_k_zero_outputs_nothing(no_data, tmp_path):
+    seed = next(s for s in range(100)
+                if draw_repetitions(tune_app._rng(s), 1.0, None) == 0)
+    spec = _spec(base=BASE.replace(seed=seed), mean_runs=1.0, shape=None)
+    with pytest.raises(PrivacyBudgetError, match="K = 0"):
+        tune_app.tune(spec, tmp_path / "x", execution=QUIET)
+    assert not (tmp_path / "x").exists()
+
+
+# -- output directories ---------------------------------------------------------------------------
+def test_out_dir_is_refused_resumed_or_overwritten_like_train(private_run, no_data):
+    out, res = private_run
+    with pytest.raises(ConfigError, match="already holds a trained model"):
+        tune_app.tune(_private(), out, execution=QUIET)
+    again = tune_app.tune(_private(), out, execution=QUIET, resume=True)
+    assert again.doc["model_fingerprint"] == res.doc["model_fingerprint"]
+    with pytest.raises(ConfigError, match="different tune"):
+        tune_app.tune(_private(score_noise_ratio=2.0), out, execution=QUIET, resume=True)
+
+
+def test_nothing_is_written_when_a_repetition_fails(monkeypatch, tmp_path):
+    loop = importlib.import_module("dpmt.train.loop")
+    calls = []
+
+    def fail(*a, **k):
+        calls.append(1)
+        if len(calls) > 1:
+            raise ConfigError("the second run fails")
+        return real(*a, **k)
+    real = loop.fit
+    monkeypatch.setattr(loop, "fit", fail)
+    with pytest.raises(ConfigError, match="second run"):
+        tune_app.tune(_spec("literature"), tmp_path / "x", execution=QUIET)
+    assert sorted(p.name for p in (tmp_path / "x").iterdir()) == []
+
+
+# -- the privacy pieces ----------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [0.0, 0.5, 1.0, 3.0, None])
+def test_the_number_of_repetitions_has_the_accounted_mean(shape):
+    rng = np.random.default_rng(1)
+    k = np.array([draw_repetitions(rng, 5.0, shape) for _ in range(20000)])
+    assert k.mean() == pytest.approx(5.0, rel=0.04)
+    assert (k.min() >= 1) == (shape is not None)
+    if shape is not None:
+        from dp_accounting.rdp.rdp_privacy_accountant import \
+            _gamma_truncated_negative_binomial as dp_gamma
+
+        g = tnb_gamma(5.0, shape)
+        assert tnb_mean(g, shape) == pytest.approx(5.0, rel=1e-9)
+        assert g >= dp_gamma(shape, 5.0) * (1 - 1e-12)   # the accountant's γ is ≤ ours
+
+
+def test_ledger_with_a_selection_round_trips():
+    rel = [Release("a", 1.0, 3.0), Release("b", 2.0, 6.0, count=2)]
+    sel = Selection("private", 4, 8.0, 1.0)
+    led = PrivacyLedger(1e-5, epsilon_budget=10.0, accountant="rdp", selection=sel)
+    for r in rel:
+        led.record(r)
+    back = PrivacyLedger.from_dict(json.loads(led.to_json()))
+    assert back.selection == sel and back.epsilon() == pytest.approx(led.epsilon())
+    assert led.epsilon() > epsilon_of(rel, 1e-5, "rdp")
+    assert "Papernot & Steinke" in led.summary()
+    assert same_event(rel, [Release("x", 5.0, 15.0), Release("y", 1.0, 3.0, count=2)])
+    assert not same_event(rel, [Release("a", 1.0, 3.0)])
+    lit = PrivacyLedger(1e-5, selection=Selection("literature", 4))
+    lit.record(rel[0])
+    assert lit.epsilon() == pytest.approx(epsilon_of(rel[:1], 1e-5))
+    assert math.isfinite(lit.epsilon()) and "NOT charged" in lit.summary()
