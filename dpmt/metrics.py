@@ -78,6 +78,14 @@ def _dot_scores(U, V, rows):
     return jnp.matmul(U[rows], V.T, precision=_HI)
 
 
+@jax.jit
+def _prior_scores(U, V, prior, rows):
+    """⟨u, v_i⟩ + ‖u‖·π_i (:meth:`dpmt.model.Model.item_prior`)."""
+    Ub = U[rows]
+    return (jnp.matmul(Ub, V.T, precision=_HI)
+            + jnp.linalg.norm(Ub, axis=1, keepdims=True) * prior[None, :])
+
+
 # -- padded per-user item lists -------------------------------------------------------------------
 def _list_width(r, users: np.ndarray) -> int:
     """Padded list width for ``users``: their longest list, rounded up to a power of two."""
@@ -166,7 +174,8 @@ def _batch_metrics(scores, hist, tgt, item_bucket, *, ks, n_buckets):
 def ranking_metrics(U_eval: jax.Array | None, V: jax.Array | None, history, targets,
                     ks: Sequence[int] = (10, 20, 50), item_buckets: np.ndarray | None = None,
                     eval_users: np.ndarray | None = None, *, score_fn: ScoreFn | None = None,
-                    batch_size: int = 256, item_counts: np.ndarray | None = None) -> dict:
+                    batch_size: int = 256, item_counts: np.ndarray | None = None,
+                    item_prior: np.ndarray | None = None) -> dict:
     """Recall@k and NDCG@k, overall and per popularity bucket.
 
     Args:
@@ -186,6 +195,8 @@ def ranking_metrics(U_eval: jax.Array | None, V: jax.Array | None, history, targ
         :func:`popularity_score_fn`).
       batch_size: users per score matrix.
       item_counts: optional (m,) training counts, to report each bucket's count range.
+      item_prior: optional (m,) popularity prior π: scores ⟨u, v_i⟩ + ‖u‖·π_i (with
+        embeddings only).
 
     Returns:
       ``{"overall": {"recall@k": float, "ndcg@k": float, ..., "users": int},
@@ -238,9 +249,13 @@ def ranking_metrics(U_eval: jax.Array | None, V: jax.Array | None, history, targ
         if score_fn is None:
             U_eval = jnp.asarray(U_eval, jnp.float32)
             V = jnp.asarray(V, jnp.float32)
+            if item_prior is not None:
+                item_prior = jnp.asarray(np.asarray(item_prior, np.float32))
         for t in range(n_batches):
             sl = slice(t * B, (t + 1) * B)
-            if score_fn is None:
+            if score_fn is None and item_prior is not None:
+                scores = _prior_scores(U_eval, V, item_prior, jnp.asarray(rows_p[sl]))
+            elif score_fn is None:
                 scores = _dot_scores(U_eval, V, jnp.asarray(rows_p[sl]))
             else:
                 scores = score_fn(jnp.asarray(users_p[sl]))

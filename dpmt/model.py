@@ -81,6 +81,7 @@ class Model:
     compile_seconds: float = 0.0
     label_offset: float | None = None     # rating task: the released private mean μ̂
     item_offsets: np.ndarray | None = None  # rating task: the released item offsets b̂_i
+    auto_settings: str = ""   # settings fit() chose by rule (dpmt.train.defaults), and why
 
     def __post_init__(self):
         V = np.asarray(self.item_embeddings, np.float32)
@@ -192,12 +193,44 @@ class Model:
         pred = self.offsets(rows) + self.item_embeddings[rows] @ u
         return np.clip(pred, lo, hi)
 
+    def item_prior(self) -> np.ndarray | None:
+        """The popularity prior π (m,) float32 of the scores, or None (η = 0, a rating model,
+        or no released counts).
+
+        s_i(u) = ⟨u, v_i⟩ + ‖u‖·π_i with π_i = η·ρ_V·p_i, where p is log(1 + max(n̂_i, 0))
+        of the *released* noisy counts standardised over items (mean 0, std 1) and
+        ρ_V = (mean_i ‖v_i‖²)^½. Both factors are scale-free, so η means the same at any
+        d, λ or C: η = 1 lets the popularity term move a score by about one typical
+        ‖u‖‖v‖. Post-processing of released values only: no privacy cost. The model is
+        then never far below private popularity (η → ∞ is private popularity).
+        """
+        cfg = self.config
+        if (not cfg.uses_popularity_prior or cfg.popularity_prior is None
+                or self.item_counts is None):     # None: unresolved (fit() resolves it)
+            return None
+        p = np.log1p(np.maximum(np.asarray(self.item_counts, np.float64), 0.0))
+        p = (p - p.mean()) / max(float(p.std()), 1e-12)
+        rho = math.sqrt(float(np.mean(np.sum(
+            np.square(self.item_embeddings.astype(np.float64)), axis=1))))
+        return (cfg.popularity_prior * rho * p).astype(np.float32)
+
+    def _scores(self, U: np.ndarray, V_rows: np.ndarray | None = None,
+                rows: np.ndarray | None = None) -> np.ndarray:
+        """s = U Vᵀ (+ ‖u‖ π with the popularity prior) for rows U (n, d): (n, m) or (n, |rows|)."""
+        V = self.item_embeddings if rows is None else self.item_embeddings[rows]
+        s = U @ V.T
+        prior = self.item_prior()
+        if prior is not None:
+            s = s + np.linalg.norm(U, axis=1, keepdims=True) * (
+                prior if rows is None else prior[rows])[None, :]
+        return s
+
     def score(self, history, items=None, values=None) -> np.ndarray:
-        """Scores ⟨u, v_i⟩ of ``items`` (raw ids; default every item, in model order)."""
+        """Scores s_i = ⟨u, v_i⟩ (+ ‖u‖·π_i, :meth:`item_prior`) of ``items`` (raw ids;
+        default every item, in model order)."""
         u = self.fold_in(history, values)
-        V = self.item_embeddings if items is None else \
-            self.item_embeddings[self.item_index(items)]
-        return V @ u
+        rows = None if items is None else self.item_index(items)
+        return self._scores(u[None, :], rows=rows)[0]
 
     def recommend(self, history, k: int = 10, *, values=None, exclude_history: bool = True
                   ) -> tuple[np.ndarray, np.ndarray]:
@@ -223,7 +256,7 @@ class Model:
         out_scores = np.empty((len(rows), k), np.float32)
         for s in range(0, len(rows), batch_size):
             r, v = rows[s:s + batch_size], vals[s:s + batch_size]
-            scores = self._solve(r, v) @ self.item_embeddings.T
+            scores = self._scores(self._solve(r, v))
             lens = np.array([len(h) for h in r])
             if np.any(lens == 0):
                 scores[lens == 0] = self._empty_history_scores()
@@ -342,11 +375,19 @@ class Model:
     def report(self) -> str:
         """A few lines: what was trained, the privacy spent, the metrics, the time."""
         cfg = self.config
+        target = cfg.epsilon
+        sel = None if self.ledger is None else getattr(self.ledger, "selection", None)
+        if sel is not None and sel.charged and self.ledger.epsilon_budget is not None:
+            target = self.ledger.epsilon_budget     # the whole tuning's target, not one run's
         name = ("non-private (ε = ∞)" if not cfg.private else
-                f"DP ε={self.epsilon:.3g} (target {cfg.epsilon:g}), δ={cfg.delta:g}")
+                f"DP ε={self.epsilon:.3g} (target {target:g}"
+                + (", private selection included" if sel is not None and sel.charged else "")
+                + f"), δ={cfg.delta:g}")
         lines = [f"{cfg.dataset}: {cfg.solver} / {cfg.weights if cfg.private else 'all-ones'} "
                  f"weights, d={cfg.dim}, {cfg.iterations} iterations, {name}",
                  f"privacy unit: {PRIVACY_UNIT}"]
+        if self.auto_settings:
+            lines.append(f"chosen by rule from the released statistics: {self.auto_settings}")
         if self.metrics:
             from dpmt.metrics import format_metrics, format_rmse
 
@@ -420,7 +461,11 @@ class Model:
         if not isinstance(version, int) or version > MODEL_VERSION or version < 1:
             raise DataError(f"{meta_path} has model format version {version!r}; this dpmt "
                             f"reads version {MODEL_VERSION} (upgrade dpmt)")
-        config = TrainConfig.from_dict(meta.get("config"))
+        cfg_dict = meta.get("config")
+        if isinstance(cfg_dict, dict) and "popularity_prior" not in cfg_dict:
+            # saved before the prior existed: it ranked by ⟨u, v_i⟩ alone
+            cfg_dict = dict(cfg_dict, popularity_prior=0.0)
+        config = TrainConfig.from_dict(cfg_dict)
         try:
             with np.load(root / ARRAYS_FILE, allow_pickle=False) as z:
                 V, ids = z["V"], z["item_ids"]

@@ -115,13 +115,14 @@ def _custom_size(size):
 def pipeline_config(epsilon: float = 1.0, delta: float = 1e-5, *, canary_items: int = 6,
                     **overrides):
     """The audited :class:`~dpmt.TrainConfig`: SSP, adaptive weights (so the private counts
-    are released and read), gravity on (so Ĝ_U is released), d = 3, one iteration, and
+    are released and read), gravity on (so Ĝ_U is released), d = 3, λ = 1 (the canary's
+    embedding reaches the clip C), one iteration, and
     ``budget = canary_items`` (the canary's full weight budget lands on its items).
     ``overrides`` replace any field (e.g. ``iterations=2``, ``weights="uniform"``)."""
     import dpmt
 
     kw = dict(dim=3, iterations=1, weights="adaptive", budget=float(canary_items),
-              solver="ssp", epsilon=float(epsilon), delta=float(delta))
+              solver="ssp", reg=1.0, epsilon=float(epsilon), delta=float(delta))
     kw.update(overrides)
     return dpmt.TrainConfig(**kw)
 

@@ -26,7 +26,7 @@ from dpmt.model import Model
 
 QUIET = ExecutionConfig(progress=False)
 DATASET = "synthetic:users=150,items=50,interactions=2500,seed=4"
-SMALL = ["--dim", "2", "--budget", "5", "--quiet"]
+SMALL = ["--dim", "2", "--budget", "5", "--solver", "ssp", "--quiet"]
 
 
 def cli(argv):
@@ -43,7 +43,7 @@ def split():
 
 
 def _cfg(**kw):
-    base = dict(dataset=DATASET, dim=2, budget=5.0, iterations=3, epsilon=1.0)
+    base = dict(dataset=DATASET, dim=2, budget=5.0, iterations=3, epsilon=1.0, solver="ssp")
     base.update(kw)
     return TrainConfig(**base)
 
@@ -163,7 +163,7 @@ def test_b7_resume_refuses_new_model_flags_and_another_out(tmp_path, monkeypatch
     with pytest.raises(Interrupt):
         dpmt.run(_cfg(), out, execution=QUIET)
     monkeypatch.undo()
-    assert cli(["train", "--resume", out, "--epsilon", 50, "--dim", 32, "--quiet"]) == 2
+    assert cli(["train", "--resume", out, "--epsilon", 50, "--dim", 12, "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "--epsilon" in err and "--dim" in err and "drop" in err
     assert cli(["train", "--resume", out, "--out", tmp_path / "other", "--quiet"]) == 2

@@ -215,7 +215,7 @@ def test_train_config_item_solve_reaches_the_item_step():
     key, noise = jax.random.key(2), ItemNoise(sigma_A=0.3, sigma_b=0.2)
     out = {}
     for mode in ("project", "shift"):
-        steps = make_steps(TrainConfig(dim=d, item_solve=mode), r, w)
+        steps = make_steps(TrainConfig(dim=d, item_solve=mode, solver="ssp"), r, w)
         out[mode] = np.asarray(steps.item_step.update(steps.item_step.init(key, V), V, U, key,
                                                       noise)[0])
         ref = ssp.ssp_item_step(steps.items, U, steps.weights, None, key, 0.3, 0.2,

@@ -57,7 +57,13 @@ def test_recommendations_by_raw_ids_equal_the_dense_path(model, split):
     ids, scores = model.recommend(hist, k=15)
     # dense path: exact user solve on dense rows, rank all items, history excluded
     U = model.user_embeddings(split.train.select(split.train.user == 3))
-    s = model.item_embeddings @ U[3]
+    V = model.item_embeddings.astype(np.float64)
+    # the popularity prior, from its formula: η·ρ_V·standardised log(1 + n̂⁺)
+    p = np.log1p(np.maximum(model.item_counts, 0))
+    p = (p - p.mean()) / p.std()
+    eta = model.config.popularity_prior
+    assert eta > 0
+    s = V @ U[3] + eta * np.linalg.norm(U[3]) * np.sqrt(np.mean(np.sum(V * V, 1))) * p
     s[hist_rows] = -np.inf
     top = np.argsort(-s, kind="stable")[:15]
     np.testing.assert_array_equal(ids, split.train.item_ids[top])
@@ -99,7 +105,7 @@ def test_fold_in_of_a_training_user_reproduces_the_evaluation_ranking(model, spl
         u_vec = model.fold_in(es.history.item_ids[rows])
         np.testing.assert_allclose(u_vec, U_eval[u], rtol=1e-5, atol=1e-7)
         ids, _ = model.recommend(es.history.item_ids[rows], k=20)
-        s = model.item_embeddings @ U_eval[u]
+        s = model.item_embeddings @ U_eval[u] + np.linalg.norm(U_eval[u]) * model.item_prior()
         s[rows] = -np.inf
         np.testing.assert_array_equal(model.item_index(ids), np.argsort(-s, kind="stable")[:20])
 
@@ -169,8 +175,8 @@ def test_bad_histories_get_clear_errors(model):
 
 
 def test_empty_history_without_released_counts_is_refused(split):
-    m = dpmt.fit(split.train, TrainConfig(private=False, dim=4, iterations=1),
-                 execution=QUIET)
+    m = dpmt.fit(split.train, TrainConfig(private=False, dim=4, iterations=1,
+                                          popularity_prior=0.0), execution=QUIET)
     assert m.item_counts is None
     with pytest.raises(DataError, match="empty history"):
         m.recommend([], k=3)

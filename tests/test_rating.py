@@ -41,7 +41,7 @@ def split(ratings):
 
 def _cfg(**kw):
     base = dict(task="rating", split="random", gravity=0.0, dim=2, reg=20.0, user_clip=0.5,
-                budget=10.0, iterations=2, epsilon=5.0, weights="uniform")
+                budget=10.0, iterations=2, epsilon=5.0, weights="uniform", solver="ssp")
     base.update(kw)
     return TrainConfig(**base)
 

@@ -19,7 +19,7 @@ from dpmt import weighting
 
 QUIET = ExecutionConfig(progress=False)
 
-SMALL = dict(dim=4, iterations=2, budget=10.0, reg=1.0, gravity=0.1)
+SMALL = dict(dim=4, iterations=2, budget=10.0, reg=1.0, gravity=0.1, solver="ssp")
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +94,12 @@ def test_recommend_folds_in_a_new_user(split):
     top, top_scores = res.recommend(hist, k=10)
     assert len(top) == 10 and len(set(top.tolist())) == 10
     assert not set(top.tolist()) & set(hist.tolist())
-    scores = res.item_embeddings @ res.fold_in(hist)
+    scores = res.score(hist)                       # ⟨u, v_i⟩ + ‖u‖·π_i
+    np.testing.assert_allclose(scores, res.item_embeddings @ res.fold_in(hist)
+                               + np.linalg.norm(res.fold_in(hist)) * (res.item_prior()
+                                                                      if res.item_prior()
+                                                                      is not None else 0.0),
+                               rtol=1e-5, atol=1e-6)
     scores[hist_rows] = -np.inf
     assert top_scores[0] == pytest.approx(scores.max(), rel=1e-6)
     assert res.item_index([top[0]])[0] == int(np.argmax(scores))
@@ -103,8 +108,8 @@ def test_recommend_folds_in_a_new_user(split):
 
 
 def test_gd_solver_runs_private_and_accounts_each_step(split):
-    cfg = TrainConfig(solver="gd", weights="adaptive", epsilon=3.0,
-                      gd=GDConfig(steps=3, sampling_rate=0.5), **SMALL)
+    cfg = TrainConfig(weights="adaptive", epsilon=3.0,
+                      gd=GDConfig(steps=3, sampling_rate=0.5), **{**SMALL, "solver": "gd"})
     res = fit(split.train, cfg, test=split.test)
     gd = [r for r in res.ledger.releases if r.name.endswith("/gd")]
     assert len(gd) == 2 and all(r.count == 3 and r.sampling_rate == 0.5 for r in gd)
@@ -120,9 +125,10 @@ def test_b_noise_sensitivity_includes_the_label_range():
     _, s1 = ssp_sensitivities(4.0, 0.5, 1.0)
     _, s3 = ssp_sensitivities(4.0, 0.5, 3.0)
     assert s3 == pytest.approx(3 * s1) and s1 == pytest.approx(2 * 0.5 * 1.0)
-    plan = dpmt.train.make_plan(TrainConfig(budget=4.0, user_clip=0.5))
+    plan = dpmt.train.make_plan(TrainConfig(budget=4.0, user_clip=0.5, solver="ssp"))
     assert plan.iterations[0].ssp_b.sensitivity == pytest.approx(s1)  # implicit: y_max = 1
-    assert [p.sensitivity for p in planned_releases(TrainConfig(budget=4.0, user_clip=0.5))
+    assert [p.sensitivity for p in planned_releases(TrainConfig(budget=4.0, user_clip=0.5,
+                                                                 solver="ssp"))
             if p.name == "iter0/ssp_b"] == [pytest.approx(s1)]
 
 

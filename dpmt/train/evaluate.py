@@ -41,7 +41,8 @@ def evaluate(model, train, eval_set, ks=KS) -> dict:
     buckets, counts = _buckets(train)
     U = model.user_embeddings(eval_set.history)
     m = ranking_metrics(U, model.item_embeddings, eval_set.history, eval_set.targets, ks=ks,
-                        item_buckets=buckets, item_counts=counts)
+                        item_buckets=buckets, item_counts=counts,
+                        item_prior=model.item_prior())
     m["privacy"] = model.privacy_summary()
     return m
 

@@ -132,11 +132,17 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
             item_offsets = _release_item_offsets(cfg, plan, ledger, train, labels, noisy_counts,
                                                  jax.random.fold_in(root, 8))
         labels = rating_labels(train.value, offset + item_offsets[train.item], cfg.label_clip)
-    w = compute_weights(cfg, train, noisy_counts, noisy_n,
-                        seed=int(jax.random.randint(k_weights, (), 0, 2**31 - 1)))
-    _check_weight_budget(cfg, train, w)
+    # 2. auto settings from released statistics only (n̂, ε): dpmt.train.defaults
+    from dpmt.train.defaults import explain, resolve
 
-    steps = make_steps(cfg, train, w, labels=labels, item_features=item_features,
+    model_cfg, why = resolve(cfg, noisy_n)
+    if why:
+        log.info("auto settings: %s", explain(why))
+    w = compute_weights(model_cfg, train, noisy_counts, noisy_n,
+                        seed=int(jax.random.randint(k_weights, (), 0, 2**31 - 1)))
+    _check_weight_budget(model_cfg, train, w)
+
+    steps = make_steps(model_cfg, train, w, labels=labels, item_features=item_features,
                        devices=ex.devices)
     item = steps.item_step
     state = LoopState(V0, 0, item.init(k_init, V0))
@@ -183,10 +189,12 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
                       item_offsets=item_offsets, **fingerprints)
     bar.close()
 
-    model = Model(item_embeddings=np.asarray(state.V), item_ids=train.item_ids, config=cfg,
+    if noisy_counts is None and not cfg.private and model_cfg.uses_popularity_prior:
+        noisy_counts = train.item_counts()      # non-private (ε = ∞): the exact counts
+    model = Model(item_embeddings=np.asarray(state.V), item_ids=train.item_ids, config=model_cfg,
                   ledger=ledger, item_counts=None if noisy_counts is None else
                   np.asarray(noisy_counts, np.float64), history=history, label_offset=offset,
-                  item_offsets=item_offsets)
+                  item_offsets=item_offsets, auto_settings=explain(why))
     model.compile_seconds = _compile_seconds(history, t_loop - t_start)
     if eval_set is not None:
         from dpmt.train.evaluate import evaluate, evaluate_ratings

@@ -21,12 +21,17 @@ def compute_weights(cfg: TrainConfig, train, noisy_counts: np.ndarray | None,
     * ``uniform``: k = β items sampled per user, weight 1 (the reference's sampling);
     * ``tail``: the k least popular of the user's items by n̂, weight 1;
     * ``adaptive``: ω_i ∝ n̂_i^(−μ) (eq. 11), each user scaled down to Σ_i w_ij² ≤ β;
-    * ``adaptive-normalized``: the same ω, each user scaled to exactly β.
+    * ``adaptive-normalized``: the same ω, each user scaled to exactly β;
+    * ``auto``: one of uniform / adaptive by :func:`dpmt.train.defaults.weights_for`.
 
     A non-private run uses all-ones weights.
     """
     if not cfg.private:
         return np.ones(train.nnz)
+    if cfg.weights == "auto":
+        from dpmt.train.defaults import weights_for
+
+        cfg = cfg.replace(weights=weights_for(noisy_n_users, cfg.epsilon))
     beta = beta_of(cfg)
     if cfg.weights == "uniform":
         return weighting.uniform_sample_weights(train.user, int(beta), seed=seed)

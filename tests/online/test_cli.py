@@ -156,7 +156,8 @@ def planted_model(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("planted")
     f = _planted_file(root / "u.data")
-    cfg = dpmt.TrainConfig(dataset=str(f), epsilon=8.0, dim=3, iterations=2, seed=0)
+    cfg = dpmt.TrainConfig(dataset=str(f), epsilon=8.0, dim=3, iterations=2, seed=0,
+                           solver="ssp", weights="adaptive")
     pos = binarize(load(str(f), progress=False), cfg.positive_threshold)
     model = dpmt.fit(pos, cfg, execution=dpmt.ExecutionConfig(progress=False))
     out = model.save(root / "model")

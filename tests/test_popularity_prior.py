@@ -1,0 +1,112 @@
+"""The popularity prior from the released counts and its rule (dpmt.train.defaults)."""
+
+import json
+
+import numpy as np
+import pytest
+
+import dpmt
+from dpmt.config import ExecutionConfig, TrainConfig
+from dpmt.data import make_synthetic, per_user_split
+from dpmt.errors import ConfigError
+from dpmt.model import Model
+from dpmt.train.defaults import (GD_PRIOR, PRIOR_MAX, PRIOR_SCALE, popularity_prior, resolve,
+                                 weights_for)
+from dpmt.train.evaluate import evaluate, private_popularity_metrics
+
+QUIET = ExecutionConfig(progress=False)
+
+
+@pytest.fixture(scope="module")
+def split():
+    r = make_synthetic(n_users=400, n_items=150, n_interactions=8000, alpha=1.0, seed=3,
+                       rank=4, noise=0.1, concentration=0.1)
+    return per_user_split(r, seed=0)
+
+
+@pytest.fixture(scope="module")
+def model(split):
+    return dpmt.fit(split.train, TrainConfig(dataset="synthetic", epsilon=2.0, dim=4,
+                                             iterations=1, weights="uniform", budget=10.0,
+                                             solver="ssp"),
+                    execution=QUIET)
+
+
+def test_rule_follows_its_formula_and_is_zero_without_privacy():
+    r = PRIOR_SCALE / 5000
+    assert popularity_prior(1000, 5.0, True, "ssp") == pytest.approx(r * r)
+    assert popularity_prior(10_000, 5.0, True, "gd") == GD_PRIOR
+    assert popularity_prior(10, 0.1, True, "ssp") == PRIOR_MAX    # capped
+    assert popularity_prior(10, 0.1, True, "gd") == GD_PRIOR
+    assert popularity_prior(1e6, 20.0, True, "ssp") < 1e-3
+    for solver in ("ssp", "gd"):
+        assert popularity_prior(1000, 5.0, False, solver) == 0.0
+    # SSP: more users or more budget, less prior
+    assert popularity_prior(20_000, 5.0, True, "ssp") < popularity_prior(10_000, 5.0, True, "ssp")
+    assert weights_for(700, 1.0) == "uniform" and weights_for(700, 5.0) == "adaptive"
+    cfg, why = resolve(TrainConfig(epsilon=5.0, solver="ssp"), PRIOR_SCALE / 5.0)
+    assert cfg.popularity_prior == pytest.approx(1.0) and cfg.weights == "adaptive"
+    assert [w[0] for w in why] == ["weights", "popularity_prior"]
+    cfg, why = resolve(TrainConfig(popularity_prior=0.3, weights="tail"), 600.0)
+    assert cfg.popularity_prior == 0.3 and why == []            # an explicit value is kept
+
+
+def test_fit_resolves_the_prior_from_the_released_user_count(model, tmp_path):
+    # uniform weights need no counts, but the prior does: the counts are released (charged)
+    assert model.item_counts is not None
+    assert any(r.name == "item_counts" for r in model.ledger.releases)
+    eta = model.config.popularity_prior
+    assert 0 < eta <= PRIOR_MAX and "n̂ =" in model.auto_settings
+    assert "chosen by rule" in model.report()
+    loaded = Model.load(model.save(tmp_path / "m"))
+    assert loaded.config.popularity_prior == eta                  # the resolved value is saved
+
+
+def test_zero_prior_releases_no_counts_for_uniform_weights(split):
+    m = dpmt.fit(split.train, TrainConfig(dataset="synthetic", epsilon=2.0, dim=4,
+                                          iterations=1, weights="uniform", budget=10.0,
+                                          popularity_prior=0.0, solver="ssp"),
+                 execution=QUIET)
+    assert m.item_counts is None and m.item_prior() is None
+    assert not any(r.name == "item_counts" for r in m.ledger.releases)
+
+
+def test_a_huge_prior_ranks_as_private_popularity(model, split):
+    """η → ∞ must reproduce the private-popularity baseline exactly (users with u ≠ 0):
+    fails if the prior's sign, its counts or its per-user scale were wrong."""
+    saved = model.config
+    model.config = saved.replace(popularity_prior=1e5)
+    try:
+        m = evaluate(model, split.train, split.test)
+    finally:
+        model.config = saved
+    pp = private_popularity_metrics(model.item_counts, split.train, split.test, {})
+    assert m["overall"]["recall@20"] == pytest.approx(pp["overall"]["recall@20"], abs=1e-9)
+
+
+def test_the_prior_changes_the_ranking_and_the_metrics_agree_with_recommend(model, split):
+    es = split.test
+    U = model.user_embeddings(es.history)
+    u = int(np.flatnonzero(es.history.user_counts() > 0)[0])
+    rows = es.history.by_user.row(u)[0]
+    ids, scores = model.recommend(es.history.item_ids[rows], k=10)
+    prior = model.item_prior()
+    s = model.item_embeddings @ U[u] + np.linalg.norm(U[u]) * prior
+    s[rows] = -np.inf
+    np.testing.assert_array_equal(model.item_index(ids), np.argsort(-s, kind="stable")[:10])
+    plain = model.item_embeddings @ U[u]
+    plain[rows] = -np.inf
+    assert not np.array_equal(np.argsort(-plain)[:10], np.argsort(-s)[:10])
+
+
+def test_models_saved_before_the_prior_rank_without_it(model, tmp_path):
+    path = model.save(tmp_path / "old")
+    meta = json.loads((path / "model.json").read_text())
+    del meta["config"]["popularity_prior"]
+    (path / "model.json").write_text(json.dumps(meta))
+    assert Model.load(path).config.popularity_prior == 0.0
+
+
+def test_negative_prior_is_refused():
+    with pytest.raises(ConfigError, match="popularity_prior"):
+        TrainConfig(popularity_prior=-1.0)

@@ -1,0 +1,83 @@
+"""dpmt quality: selection on validation, reporting on test, the targets, the report."""
+
+import math
+
+import pytest
+
+from dpmt.apps import quality as q
+from dpmt.config import ExecutionConfig, TrainConfig
+
+QUIET = ExecutionConfig(progress=False)
+BASE = TrainConfig(dataset="synthetic:users=500,items=120,interactions=10000",
+                   split="heldout-users", heldout_users=50, delta=1e-5, iterations=1)
+DS = q.Dataset("Skewed synthetic tiny", BASE, (0,), (2.0,), weightings=("uniform", "adaptive"),
+               private_grid=(dict(dim=4), dict(dim=8, reg=10.0)), als_grid=(dict(dim=4),),
+               solve_grid=(dict(dim=4),))
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return q.run_dataset(DS, QUIET)
+
+
+def test_every_cell_is_run_once_and_privacy_is_stated(rows):
+    assert len(rows) == q.n_cells(DS)
+    methods = [r["method"] for r in rows]
+    for m in ("popularity (exact, not private)", "ALS (non-private, tuned)", "dpmt defaults",
+              "private popularity", "uniform", "adaptive", "adaptive, SSP project",
+              "adaptive, SSP shift"):
+        assert methods.count(m) == 1
+    for r in rows:
+        if r["method"] in ("uniform", "adaptive", "dpmt defaults"):
+            assert 0 < r["epsilon_spent"] <= 2.0 * (1 + 1e-6)
+        if r["method"].startswith(("ALS", "popularity")):
+            assert math.isinf(r["epsilon_spent"])
+
+
+def test_the_chosen_configuration_is_the_best_on_validation(rows):
+    for r in rows:
+        if r.get("tried"):
+            best = max(t["validation"] for t in r["tried"])
+            assert r["validation"] == best
+            winners = [t for t in r["tried"] if t["validation"] == best]
+            assert any(r["chosen"].startswith(t["config"]) for t in winners)
+    tuned = next(r for r in rows if r["method"] == "uniform")
+    # 2 configs × every η, all scored on validation
+    assert len(tuned["tried"]) == 2 * len(q.ETAS)
+    # the defaults are not tuned: one fit, scored at the η its rule chose
+    d = next(r for r in rows if r["method"] == "dpmt defaults")
+    assert len(d["tried"]) == 1
+
+
+def test_report_has_the_targets_the_tables_and_the_plot(rows, tmp_path):
+    text = q.write_report(rows, [DS], tmp_path, "dpmt quality (test)", 1.0)
+    assert (tmp_path / "QUALITY.md").read_text() == text
+    assert (tmp_path / "quality" / "quality_0.png").stat().st_size > 1000
+    assert (tmp_path / "quality" / "quality.json").is_file()
+    assert "Privacy unit: one user" in text and "## Targets" in text
+    assert "| uniform |" in text and "ε = 2" in text
+    assert "ALS (non-private, tuned)" in text
+
+
+def _summary(model, pop, buckets_model, buckets_pop):
+    key = ("Skewed synthetic x", "dpmt defaults", 5.0)
+    s = lambda t, b, v=0.0: {"test": t, "test_std": 0.0, "seeds": 1, "buckets": b,
+                             "validation": v, "seconds": 0.0, "chosen": [], "users": 10}
+    return {key: s(model, buckets_model, 0.3),
+            ("Skewed synthetic x", "uniform", 5.0): s(model - 0.05, buckets_model, 0.1),
+            ("Skewed synthetic x", "private popularity", 5.0): s(pop, buckets_pop),
+            ("Skewed synthetic x", "ALS (non-private, tuned)", math.inf): s(0.5, buckets_pop),
+            ("Skewed synthetic x", "popularity (exact, not private)", math.inf):
+                s(0.2, buckets_pop)}
+
+
+def test_targets_fail_when_the_model_is_below_private_popularity():
+    names, eps = ["Skewed synthetic x"], {"Skewed synthetic x": (5.0,)}
+    good = dict((t, ok) for t, ok, _ in q.targets(_summary(0.3, 0.2, [0.1, 0.2], [0.1, 0.1]),
+                                                  names, eps))
+    bad = dict((t, ok) for t, ok, _ in q.targets(_summary(0.3, 0.2, [0.05, 0.2], [0.1, 0.1]),
+                                                 names, eps))
+    key = next(t for t in good if "defaults: dpmt defaults" in t)
+    assert good[key] and not bad[key]                      # one tail bucket below: refused
+    near = next(t for t in good if "within 0.02 of non-private ALS" in t)
+    assert not good[near]                                  # 0.3 vs ALS 0.5
