@@ -20,6 +20,12 @@ def rows():
     return q.run_dataset(DS, QUIET)
 
 
+def test_the_als_baseline_is_exact_alternating_least_squares(rows):
+    als = next(r for r in rows if r["method"] == "ALS (non-private, tuned)")
+    assert all("solver=ssp" in t["config"] and "private=False" in t["config"]
+               for t in als["tried"])
+
+
 def test_every_cell_is_run_once_and_privacy_is_stated(rows):
     assert len(rows) == q.n_cells(DS)
     methods = [r["method"] for r in rows]

@@ -44,9 +44,10 @@ class GridPoint:
 def parse_weight_spec(spec: str) -> tuple[str, float | None]:
     """``adaptive`` or ``adaptive:0.25`` → (weights, μ)."""
     name, _, mu = spec.partition(":")
-    if name not in ("uniform", "tail", "adaptive", "adaptive-normalized"):
-        raise ConfigError(f"unknown weights {name!r} in {spec!r}; use uniform, tail, adaptive or "
-                          "adaptive-normalized, optionally with :MU (e.g. adaptive:0.5)")
+    if name not in ("auto", "uniform", "tail", "adaptive", "adaptive-normalized"):
+        raise ConfigError(f"unknown weights {name!r} in {spec!r}; use auto, uniform, tail, "
+                          "adaptive or adaptive-normalized, optionally with :MU (e.g. "
+                          "adaptive:0.5)")
     if mu:
         try:
             return name, float(mu)
@@ -382,9 +383,10 @@ DEMO_HISTORY = (50, 172, 133)
 
 
 def demo_main(args) -> int:
-    """Fetch ML-100K, then popularity (exact and private), non-private ALS, DP uniform and
-    DP adaptive (budget-normalised, μ = 0.1) noisy GD at ε = 5, δ = 1e-5; save the adaptive
-    model and print three recommendations from the saved model, with titles."""
+    """Fetch ML-100K, then popularity (exact and private), non-private ALS, DP uniform,
+    DP adaptive and the defaults (noisy GD with Adam, weights chosen by rule) at ε = 5,
+    δ = 1e-5; save the defaults' model and print three recommendations from it, with
+    titles."""
     from dpmt.config import ExecutionConfig
     from dpmt.data import fetch
     from dpmt.data.titles import item_titles_for
@@ -392,11 +394,10 @@ def demo_main(args) -> int:
     from dpmt.train.rundir import run
 
     fetch("ml-100k", data_dir="data", progress=not args.quiet)
-    # noisy GD and the budget-normalised adaptive weights were the best private settings on
-    # ML-100K's validation split (RESULTS.md); the grid is the same code as `dpmt compare`.
-    base = TrainConfig(solver="gd")
-    points = build_grid(base, ["uniform", "adaptive-normalized:0.1"], [5.0], ["gd"],
-                        baselines=True)
+    # the defaults are what the quality benchmark chose (QUALITY.md); the grid is the same
+    # code as `dpmt compare`, and the last point is TrainConfig() itself at ε = 5
+    base = TrainConfig()
+    points = build_grid(base, ["uniform", "adaptive", "auto"], [5.0], ["gd"], baselines=True)
     rows = run_grid(base, points, [0], progress=not args.quiet)
     title = "ML-100K demo: test Recall@20 by item popularity bucket (ε = 5, δ = 1e-5)"
     table = write_outputs(rows, Path(args.out), title)
@@ -405,13 +406,15 @@ def demo_main(args) -> int:
           f"{args.out}/head_tail.png")
     model_dir = Path(args.out) / "model"
     cfg = points[-1].config
-    run(cfg, model_dir, execution=ExecutionConfig(progress=False), overwrite=True,
-        baselines=False)
+    trained = run(cfg, model_dir, execution=ExecutionConfig(progress=False), overwrite=True,
+                  baselines=False)
     model = Model.load(model_dir)            # what a user would do: load the saved model
     ids, scores = model.recommend(list(DEMO_HISTORY), k=3)
     titles = item_titles_for("ml-100k", model.item_ids, data_dir="data") or {}
     liked = ", ".join(titles.get(i) or str(i) for i in DEMO_HISTORY)
-    print(f"\nsaved model: {model_dir} ({points[-1].label}, ε = {model.epsilon:.3g})")
+    print(f"\nsaved model: {model_dir} ({points[-1].label}, ε = {model.epsilon:.3g}; the "
+          f"defaults: {cfg.solver} with {cfg.gd.optimizer}, d = {cfg.dim}; chosen by rule "
+          f"from the released statistics: {trained.auto_settings})")
     print(f"three recommendations for a user who liked {liked}:")
     for rank, i in enumerate(ids.tolist(), 1):
         print(f"  {rank}. {titles.get(i) or i}")

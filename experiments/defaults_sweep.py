@@ -1,0 +1,67 @@
+"""The sweeps behind dpmt's defaults and rules (``dpmt.train.defaults``): validation Recall@20
+of a few configurations, each fit scored at several popularity-prior weights η (post-
+processing, no refit), mean over seeds.
+
+    python experiments/defaults_sweep.py ml100k      # ML-100K held-out users, 3 seeds
+    python experiments/defaults_sweep.py synth50k    # the 50k-user synthetic, 1 seed
+
+Selection on validation here is not charged (as in the literature); it chooses defaults
+once, on these benchmark datasets, not per user dataset.
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+
+import numpy as np
+
+from dpmt.config import ExecutionConfig, TrainConfig
+from dpmt.train.evaluate import evaluate, private_popularity_metrics
+from dpmt.train.loop import fit
+from dpmt.train.rundir import prepare_data
+
+EX = ExecutionConfig(progress=False)
+ADAM = dict(solver="gd", gd=dict(optimizer="adam", learning_rate=0.01, steps=20), dim=32)
+SWEEPS = {
+    "ml100k": (TrainConfig(split="heldout-users"), (0, 1, 2), (1.0, 5.0, 20.0), [
+        dict(solver="ssp", dim=8, reg=1.0), dict(solver="ssp", dim=16, reg=3.0),
+        dict(solver="ssp", dim=32, reg=10.0), ADAM, {**ADAM, "weights": "uniform"},
+        {**ADAM, "iterations": 4}, {**ADAM, "dim": 16}]),
+    "synth50k": (TrainConfig(dataset="synthetic:users=50000,items=5000,interactions=3000000",
+                             split="heldout-users", heldout_users=5000, delta=1e-6), (0,),
+                 (1.0, 5.0, 20.0), [ADAM, {**ADAM, "weights": "uniform"},
+                                    dict(solver="ssp", dim=32, reg=10.0)]),
+}
+ETAS = (0.0, 0.25, 0.5, 1.0, 2.0)
+
+
+def sweep(base: TrainConfig, seeds, epsilons, grid) -> None:
+    res = collections.defaultdict(list)
+    for seed in seeds:
+        split = prepare_data(base.replace(seed=seed), EX)
+        tr, va = split.train, split.validation
+        for eps in epsilons:
+            for g, kv in enumerate(grid):
+                model = fit(tr, base.replace(seed=seed, epsilon=eps, **kv), execution=EX)
+                cfg = model.config
+                for eta in ETAS:
+                    model.config = cfg.replace(popularity_prior=eta)
+                    res[eps, g, eta].append(evaluate(model, tr, va, ks=(20,))["overall"]
+                                            ["recall@20"])
+                model.config = cfg
+                if g == 0 and model.item_counts is not None:
+                    res[eps, "pp"].append(private_popularity_metrics(
+                        model.item_counts, tr, va, {}, ks=(20,))["overall"]["recall@20"])
+    for eps in epsilons:
+        print(f"ε = {eps:g}: private popularity {np.mean(res[eps, 'pp']):.3f}")
+        for g, kv in enumerate(grid):
+            cells = " ".join(f"η={e:g}: {np.mean(res[eps, g, e]):.3f}" for e in ETAS)
+            print(f"  {kv}: {cells}", flush=True)
+
+
+if __name__ == "__main__":
+    name = sys.argv[1] if len(sys.argv) > 1 else "ml100k"
+    if name not in SWEEPS:
+        sys.exit(f"usage: python experiments/defaults_sweep.py [{'|'.join(SWEEPS)}]")
+    sweep(*SWEEPS[name])
