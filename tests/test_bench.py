@@ -112,7 +112,7 @@ def test_tiny_run_uses_the_noise_of_the_training_plan(tiny):
     from dpmt.train.plan import make_plan
 
     cfg = TrainConfig(dim=4, iterations=2, epsilon=5.0, seed=0, solver="ssp",
-                      weights="adaptive", reg=1.0)
+                      weights="adaptive", reg=1.0, item_solve="project")
     plan = make_plan(cfg)
     it0 = plan.iterations[0]
     assert tiny["noise_std"] == pytest.approx({

@@ -220,7 +220,7 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
     # one warm-up iteration (compiles every kernel) + the timed ones, all planned and charged
     # the SSP item step (Algorithm 1) with adaptive weights is what the tables time
     cfg = TrainConfig(dim=dim, iterations=iterations + 1, epsilon=epsilon, seed=seed,
-                      solver="ssp", weights="adaptive", reg=1.0)
+                      solver="ssp", weights="adaptive", reg=1.0, item_solve="project")
     plan = make_plan(cfg)
     k_counts, k_weights, k_init, k_iter = jax.random.split(jax.random.PRNGKey(seed), 4)
     t0 = time.perf_counter()
