@@ -16,7 +16,7 @@ import math
 import numpy as np
 import pytest
 
-from dpmt.apps.cli import main
+from _cli import cli
 from dpmt.data.fetch import REGISTRY
 
 
@@ -68,11 +68,6 @@ def tiny_csv(tmp_path_factory):
     return p
 
 
-def cli(argv):
-    try:
-        return main(argv)
-    except SystemExit as e:        # argparse errors exit with status 2
-        return e.code
 
 
 def _check_message(err, flag, given, allowed):

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import dpmt
-from dpmt.apps.cli import main
+from _cli import cli
 from dpmt.config import ExecutionConfig, GDConfig, TrainConfig
 from dpmt.data import make_synthetic, per_user_split
 from dpmt.data.ratings import Ratings
@@ -29,11 +29,6 @@ DATASET = "synthetic:users=150,items=50,interactions=2500,seed=4"
 SMALL = ["--dim", "2", "--budget", "5", "--solver", "ssp", "--quiet"]
 
 
-def cli(argv):
-    try:
-        return main([str(a) for a in argv])
-    except SystemExit as e:
-        return e.code
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pytest
 
 import dpmt
 from dpmt.apps import tune as tune_app
-from dpmt.apps.cli import main
+from _cli import cli
 from dpmt.config import ExecutionConfig, TrainConfig
 from dpmt.errors import ConfigError, PrivacyBudgetError
 from dpmt.privacy import PrivacyLedger, Release
@@ -40,11 +40,6 @@ def _private(**kw):
     return _spec(base=BASE.replace(seed=1), mean_runs=6.0, **kw)
 
 
-def cli(argv):
-    try:
-        return main([str(a) for a in argv])
-    except SystemExit as e:
-        return e.code
 
 
 @pytest.fixture(scope="module")
