@@ -87,3 +87,16 @@ def test_targets_fail_when_the_model_is_below_private_popularity():
     assert good[key] and not bad[key]                      # one tail bucket below: refused
     near = next(t for t in good if "within 0.02 of non-private ALS" in t)
     assert not good[near]                                  # 0.3 vs ALS 0.5
+
+
+def test_rows_read_back_from_the_json_give_the_same_summary(rows, tmp_path):
+    """--resume reads quality.json: ε = ∞ and NaN buckets must come back as numbers."""
+    import json
+
+    q.write_report(rows, [DS], tmp_path, "t", 1.0)
+    back = q.load_rows(json.loads((tmp_path / "quality" / "quality.json").read_text())["rows"])
+    a, b = q.summarise(rows), q.summarise(back)
+    assert a.keys() == b.keys()
+    for k in a:
+        assert a[k]["test"] == pytest.approx(b[k]["test"])
+        assert a[k]["buckets"] == pytest.approx(b[k]["buckets"], nan_ok=True)

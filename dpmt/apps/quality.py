@@ -401,6 +401,25 @@ def write_report(rows: list[dict], dsets: list[Dataset], out: Path, command: str
     return text
 
 
+def _number(x):
+    """A number as :func:`dpmt._io.jsonable` wrote it ("inf" / "-inf" strings, None = NaN)."""
+    if x is None:
+        return math.nan
+    return float(x) if isinstance(x, str) else x
+
+
+def load_rows(rows: list[dict]) -> list[dict]:
+    """Rows read back from quality.json, with ε = ∞ and NaN buckets restored."""
+    out = []
+    for r in rows:
+        r = dict(r, epsilon=_number(r["epsilon"]), epsilon_spent=_number(r["epsilon_spent"]))
+        r["test"] = dict(r["test"], overall=_number(r["test"]["overall"]),
+                         buckets=[_number(b) for b in r["test"]["buckets"]])
+        r["validation"] = _number(r["validation"])
+        out.append(r)
+    return out
+
+
 def main(args) -> int:
     """``dpmt quality [--quick] [--out DIR]``."""
     from tqdm.auto import tqdm
@@ -413,16 +432,30 @@ def main(args) -> int:
     ex = ExecutionConfig(progress=False, data_dir=args.data_dir)
     t0 = time.time()
     rows: list[dict] = []
+    done: set[str] = set()
+    saved = out / "quality" / "quality.json"
+    if args.resume and saved.is_file():
+        # an interrupted run: its finished datasets are kept, their time counted
+        prev = json.loads(saved.read_text(encoding="utf-8"))
+        names = {d.name for d in dsets}
+        rows = [r for r in load_rows(prev["rows"]) if r["dataset"] in names]
+        done = {r["dataset"] for r in rows}
+        t0 -= float(prev.get("seconds", 0.0))
     bar = None if args.quiet else tqdm(total=sum(n_cells(d) for d in dsets), unit="cell",
                                        desc="quality")
     command = "dpmt quality" + (" --quick" if args.quick else "")
+    text = None
     for k, d in enumerate(dsets):
+        if d.name in done:
+            continue
         rows += run_dataset(d, ex, bar)
         # the report so far after every dataset: an interrupted run keeps what it measured
         partial = "" if k == len(dsets) - 1 else f" (partial: {k + 1} of {len(dsets)} datasets)"
         text = write_report(rows, dsets[:k + 1], out, command + partial, time.time() - t0)
     if bar is not None:
         bar.close()
+    if text is None:                        # --resume of a run that had finished
+        text = write_report(rows, dsets, out, command, time.time() - t0)
     print(text.split("\n## ")[1].join(["## ", ""]))      # the targets table
     print(f"wrote {out / 'QUALITY.md'}")
     return 0
@@ -437,4 +470,7 @@ def add_arguments(p) -> None:
                         "(default: .)")
     p.add_argument("--data-dir", default="data", metavar="DIR",
                    help="where datasets are read or fetched (default: data)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the datasets an interrupted run in --out finished (from "
+                        "DIR/quality/quality.json) and run only the others")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
