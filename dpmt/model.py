@@ -214,12 +214,12 @@ class Model:
             np.square(self.item_embeddings.astype(np.float64)), axis=1))))
         return (cfg.popularity_prior * rho * p).astype(np.float32)
 
-    def _scores(self, U: np.ndarray, V_rows: np.ndarray | None = None,
-                rows: np.ndarray | None = None) -> np.ndarray:
-        """s = U Vᵀ (+ ‖u‖ π with the popularity prior) for rows U (n, d): (n, m) or (n, |rows|)."""
+    def _scores(self, U: np.ndarray, rows: np.ndarray | None = None, *,
+                prior: np.ndarray | None = None) -> np.ndarray:
+        """s = U Vᵀ (+ ‖u‖ π with the popularity prior ``prior``, :meth:`item_prior`) for
+        rows U (n, d): (n, m), or (n, |rows|) for item ``rows``."""
         V = self.item_embeddings if rows is None else self.item_embeddings[rows]
         s = U @ V.T
-        prior = self.item_prior()
         if prior is not None:
             s = s + np.linalg.norm(U, axis=1, keepdims=True) * (
                 prior if rows is None else prior[rows])[None, :]
@@ -230,7 +230,7 @@ class Model:
         default every item, in model order)."""
         u = self.fold_in(history, values)
         rows = None if items is None else self.item_index(items)
-        return self._scores(u[None, :], rows=rows)[0]
+        return self._scores(u[None, :], rows, prior=self.item_prior())[0]
 
     def recommend(self, history, k: int = 10, *, values=None, exclude_history: bool = True
                   ) -> tuple[np.ndarray, np.ndarray]:
@@ -254,9 +254,10 @@ class Model:
         rows, vals = self._histories(histories, values)
         out_ids = np.empty((len(rows), k), dtype=self.item_ids.dtype)
         out_scores = np.empty((len(rows), k), np.float32)
+        prior = self.item_prior()                 # once, not per batch
         for s in range(0, len(rows), batch_size):
             r, v = rows[s:s + batch_size], vals[s:s + batch_size]
-            scores = self._scores(self._solve(r, v))
+            scores = self._scores(self._solve(r, v), prior=prior)
             lens = np.array([len(h) for h in r])
             if np.any(lens == 0):
                 scores[lens == 0] = self._empty_history_scores()
