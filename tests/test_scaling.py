@@ -25,8 +25,8 @@ def test_layout_term_matches_the_arrays_built(devices):
     p = scaling.Problem(r.n_users, r.n_items, r.nnz, d, devices=devices, padding=pad)
     real = (_slot_bytes(task) + _slot_bytes(user)) / devices
     assert scaling.device_bytes(p)["layouts"] == pytest.approx(real, rel=1e-9)
-    # the default π (1.42) is what the layouts give on Zipf-like data (± 5%)
-    assert abs(pad / 1.42 - 1) < 0.05 * (1 if devices == 1 else 2)
+    # the default π (1.27) is what the layouts give on Zipf-like data (± 5%)
+    assert abs(pad / scaling.Problem(1, 1, 1, 1).padding - 1) < 0.05 * (1 if devices == 1 else 2)
     # the other per-device terms are exactly the replicated float32/int32 arrays
     dv = scaling.device_bytes(p)
     assert dv["weights"] == 4 * r.nnz

@@ -57,7 +57,7 @@ class Problem:
     dim: int
     devices: int = 1
     processes: int = 1
-    padding: float = 1.42
+    padding: float = 1.27
     gd_steps: int = 0
 
     def __post_init__(self):
@@ -185,7 +185,7 @@ def main(argv=None) -> int:
     ap.add_argument("--devices", type=int, nargs="+", default=[1])
     ap.add_argument("--devices-per-process", type=int, default=None,
                     help="devices per process (host); default: all devices in one process")
-    ap.add_argument("--padding", type=float, default=1.42)
+    ap.add_argument("--padding", type=float, default=1.27)
     ap.add_argument("--gd-steps", type=int, default=0)
     args = ap.parse_args(argv)
     if args.check:

@@ -9,10 +9,13 @@ e.g. ``A = einsum('nld,nle->nde', w[..., None] * X[cols], X[cols])``.
 
 Layout (built once in numpy, outside ``jit``):
 
-* Rows with ``n`` entries go to the bucket of the smallest boundary ``B_k ≥ n``, with
-  boundaries ``1, ⌈g⌉, ⌈g²⌉, …`` (``g = growth``, default 2: powers of two). A bucket's width
-  ``L_b`` is the *largest row length actually in it* (≤ ``B_k``), so the top bucket, which
-  usually holds a few very popular items, carries no power-of-two slack.
+* Rows with ``n`` entries go to the bucket of the smallest boundary ``B_k ≥ n``. The number
+  of buckets K is the number the grid ``1, ⌈g⌉, ⌈g²⌉, …`` (``g = growth``, default 2: powers
+  of two) fills; the K boundaries are the ones that minimise the padded slots
+  (:func:`optimal_boundaries`, a dynamic programme over the row lengths that occur), so there
+  are no more kernel instances to compile than with the grid and never more padding
+  (``boundaries="geometric"`` keeps the grid itself). A bucket's width ``L_b`` is the
+  *largest row length actually in it* (≤ ``B_k``).
 * Each bucket is split into ``n_chunks`` equal chunks of ``chunk_rows`` rows, such that a
   chunk's working set — the gathered ``(chunk_rows, L_b, dim)`` block (twice: the block and
   its weighted copy) plus a ``(chunk_rows, dim, dim)`` output — stays under
@@ -38,17 +41,18 @@ iteration does not recompile.
 
 Padding overhead (padded slots / nnz, chunk padding included), measured on ML-100K-like
 synthetic data (943 users, 1682 items, 99.7k ratings; item popularity Zipf with exponent 1,
-user activity log-normal; ``tests/test_layout.py::zipf_ratings``):
+user activity log-normal; ``tests/test_layout.py::zipf_ratings``), and on the ML-20M-like
+synthetic (138,493 users, 26,744 items, 20M ratings):
 
-    growth   task (item) layout     user layout
-    2.0      1.41  (8 buckets)      1.40  (9 buckets)     <- default
-    1.5      1.21  (14)             1.22  (16)
-    1.25     1.10  (26)             1.11  (30)
+    growth  boundaries   ML-100K-like items / users    ML-20M-like items / users
+    2.0     geometric    1.41 (8) / 1.40 (9)            1.45 (11) / 1.44 (14)
+    2.0     optimal      1.28 (8) / 1.22 (9)            1.40 (11) / 1.21 (14)    <- default
+    1.5     geometric    1.21 (14) / 1.22 (16)          1.24 (19) / 1.23 (23)
+    1.5     optimal      1.14 (14) / 1.11 (16)          1.22 (19) / 1.11 (23)
 
-and the same at 1M ratings (6040 users, 3706 items): 1.41 / 1.42 with growth 2, 1.22 / 1.22
-with 1.5. Padding costs FLOPs in the batched products only; every bucket is one more kernel
-instance to compile (≈ 0.1 s for the statistics, ≈ 1 s for the user step's batched Cholesky
-solves on CPU), which is why the default is powers of two.
+(buckets in brackets). Padding costs FLOPs in the batched products only; every bucket is one
+more kernel instance to compile (≈ 0.1 s for the statistics, ≈ 1 s for the user step's batched
+Cholesky solves on CPU), which is why the default keeps the power-of-two grid's bucket count.
 """
 
 from __future__ import annotations
@@ -293,9 +297,68 @@ def _boundaries(max_len: int, growth: float) -> np.ndarray:
     return np.asarray(bounds, np.int64)
 
 
+#: Candidate bucket widths of :func:`optimal_boundaries` are thinned to about this many.
+_MAX_CANDIDATES = 512
+
+
+def optimal_boundaries(lens: np.ndarray, n_buckets: int,
+                       include: np.ndarray | None = None) -> np.ndarray:
+    """Bucket boundaries ``B_1 < … < B_K`` (K ≤ ``n_buckets``) that minimise the padded slots
+    ``Σ_b n_b · B_b`` of rows of lengths ``lens`` (a row of length ``n`` goes to the bucket of
+    the smallest ``B_k ≥ n``; every boundary is a length that occurs, so it is its bucket's
+    width).
+
+    Dynamic programme over the sorted distinct lengths ``ℓ_1 < … < ℓ_U`` with ``N(ℓ)`` the
+    number of rows of length ≤ ℓ:
+
+        C_1(j) = N(ℓ_j)·ℓ_j,    C_k(j) = min_{i<j} C_{k-1}(i) + (N(ℓ_j) − N(ℓ_i))·ℓ_j,
+
+    answer ``min_k C_k(U)``, ``O(K·U²)``. For more than ``_MAX_CANDIDATES`` distinct lengths the
+    candidates are thinned to the largest length under each point of a fine geometric grid
+    (ratio 1.02) plus ``include`` (so the result is never worse than a grid whose bucket
+    widths are in ``include``), the largest length always kept.
+    """
+    lens = np.asarray(lens, np.int64)
+    uniq, cnt = np.unique(lens, return_counts=True)
+    if len(uniq) > _MAX_CANDIDATES:
+        ratio = max(1.02, float(uniq[-1]) ** (1.0 / _MAX_CANDIDATES))
+        grid = ratio ** np.arange(int(np.ceil(np.log(uniq[-1]) / np.log(ratio))) + 1)
+        pick = np.searchsorted(uniq, grid, side="right") - 1
+        keep = set(pick[pick >= 0].tolist()) | {len(uniq) - 1}
+        if include is not None:
+            keep |= set(np.searchsorted(uniq, np.asarray(include, np.int64)).tolist())
+        keep = np.asarray(sorted(k for k in keep if 0 <= k < len(uniq)), np.int64)
+    else:
+        keep = np.arange(len(uniq))
+    cum = np.cumsum(cnt)[keep].astype(np.float64)       # N(ℓ) at each candidate
+    width = uniq[keep].astype(np.float64)
+    U = len(keep)
+    K = max(1, min(int(n_buckets), U))
+    cost = cum * width                                   # C_1
+    back = np.zeros((K, U), np.int64)
+    best_k, best = 0, cost[-1]
+    tri = np.tril(np.ones((U, U), bool), -1)             # i < j
+    costs = [cost]
+    for k in range(1, K):
+        M = cost[None, :] + (cum[:, None] - cum[None, :]) * width[:, None]
+        M = np.where(tri, M, np.inf)
+        back[k] = np.argmin(M, axis=1)
+        cost = M[np.arange(U), back[k]]
+        cost[0] = np.inf                                 # k+1 buckets need ≥ k+1 candidates
+        costs.append(cost)
+        if cost[-1] < best:
+            best_k, best = k, cost[-1]
+    bounds, j = [], U - 1
+    for k in range(best_k, -1, -1):
+        bounds.append(int(width[j]))
+        j = back[k, j]
+    return np.asarray(bounds[::-1], np.int64)
+
+
 def build_layout(row: np.ndarray, col: np.ndarray, n_rows: int, n_cols: int, *,
                  dim: int = 64, max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
-                 growth: float = 2.0, kind: str = "") -> Layout:
+                 growth: float = 2.0, boundaries: str = "optimal",
+                 kind: str = "") -> Layout:
     """Build the bucketed layout of the sparse matrix with entries ``(row[k], col[k])``.
 
     Args:
@@ -306,9 +369,14 @@ def build_layout(row: np.ndarray, col: np.ndarray, n_rows: int, n_cols: int, *,
       max_chunk_bytes: bound on a chunk's working set (float32): ``4·(2·n·L·d + n·d²)``.
       growth: ratio between successive bucket boundaries (> 1; 2 = powers of two). Smaller
         means less padding but more buckets (one compiled kernel instance per bucket).
+      boundaries: ``"optimal"`` (default): as many buckets as the ``growth`` grid fills, with
+        boundaries that minimise the padded slots (:func:`optimal_boundaries`); never more
+        padding than the grid. ``"geometric"``: the grid itself.
       kind: "items", "users" or "" (recorded for validation by the solvers).
     """
     check_range("growth", growth, low=1.0, low_open=True)
+    if boundaries not in ("optimal", "geometric"):
+        raise ConfigError(f"boundaries must be 'optimal' or 'geometric', got {boundaries!r}")
     check_range("dim", dim, low=1, integer=True)
     check_range("max_chunk_bytes", max_chunk_bytes, low=1)
     row = np.asarray(row, np.int64)
@@ -332,6 +400,11 @@ def build_layout(row: np.ndarray, col: np.ndarray, n_rows: int, n_cols: int, *,
     offset = 0
     if nnz:
         bounds = _boundaries(int(lens.max()), growth)
+        if boundaries == "optimal":
+            # as many buckets as the geometric grid fills, placed where the rows are
+            grid_bid = np.searchsorted(bounds, lens, side="left")
+            widths = [int(lens[grid_bid == k].max()) for k in np.unique(grid_bid)]
+            bounds = optimal_boundaries(lens, len(widths), include=np.asarray(widths))
         bid = np.searchsorted(bounds, lens, side="left")
         for k in np.unique(bid):
             r = nonempty[bid == k]                   # ascending row ids
