@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import jax
 import numpy as np
 import pytest
 
@@ -64,7 +65,7 @@ def test_tiny_run_writes_every_field_the_report_and_the_scaling_check_read(tiny)
     assert r["schema"] == bench.SCHEMA_VERSION
     assert r["interactions"] == 20000 and r["dim"] == 4 and r["n_items"] == 26744
     assert r["n_users"] == round(138493 * 20000 / bench.ML20M_INTERACTIONS)
-    for step in ("item_step", "user_step", "gd_step", "item_step_shift"):
+    for step in ("item_step", "user_step", "gd_step", "item_step_compare"):
         s = r[step]
         for k in ("seconds", "flops", "fraction_of_peak", "compile_seconds", "flops_real"):
             assert isinstance(s[k], float) and np.isfinite(s[k]), (step, k)
@@ -75,17 +76,23 @@ def test_tiny_run_writes_every_field_the_report_and_the_scaling_check_read(tiny)
     assert isinstance(r["peak_rss_bytes"], int) and r["peak_rss_bytes"] > 2**20
     assert r["recompilations_after_first_iteration"] == 0
     assert len(r["compilations_per_iteration"]) == 2 and r["compilations_per_iteration"][1] == {}
+    # the default item solve is timed, and the reference's projected one on the same inputs
+    assert r["item_solve"] == "shift" and r["item_step_compare"]["item_solve"] == "project"
     assert r["compilations_per_iteration"][0].get("ssp_item_step") == 1
     assert r["compilations_per_iteration"][0].get("ssp_item_step_shift") == 1
+    assert r["iteration_seconds"] == pytest.approx(
+        r["item_step"]["seconds"] + r["user_step"]["seconds"] + r["gramian_seconds"])
     assert set(r["item_step_breakdown"]) >= {"statistics", "noise", "eigh", "cholesky_solve",
                                              "shift_solve"}
-    # the eigh-free item step, timed on the same inputs as the projected one
-    sh = r["item_step_shift"]
-    assert sh["shift_speedup"] == pytest.approx(r["item_step"]["seconds"] / sh["seconds"])
-    assert sh["flops_detail"]["per_item_solve"] == pytest.approx(4 ** 3 / 3 + 5 * 4 * 4)
-    assert len(sh["relative_difference_to_project"]) == 2
-    assert all(np.isfinite(x) and x > 0 for x in sh["relative_difference_to_project"])
-    assert sh["shift"] > 0
+    # the projected item step, timed on the same inputs as the (default) shifted one
+    pr = r["item_step_compare"]
+    assert pr["shift_speedup"] == pytest.approx(pr["seconds"] / r["item_step"]["seconds"])
+    assert r["item_step"]["flops_detail"]["per_item_solve"] == pytest.approx(
+        4 ** 3 / 3 + 5 * 4 * 4)
+    assert pr["flops_detail"]["per_item_solve"] > 9 * 4 ** 3
+    assert len(pr["relative_difference"]) == 2
+    assert all(np.isfinite(x) and x > 0 for x in pr["relative_difference"])
+    assert r["shift"] > 0
     assert 0 <= r["item_step_breakdown"]["shift_fallback_items_on_sample"] \
         <= r["item_step_breakdown"]["shift_sample_items"]
     assert r["machine"]["cores"] >= 1
@@ -168,9 +175,16 @@ def test_report_keeps_the_header_and_computes_headlines_and_plot_from_results(ti
     head = "\n".join(bench_report.headline_lines([full, two]))
     assert "2 devices vs 1: iteration 2.50x faster (item step 2.00x, user step 3.00x)" in head
     assert "peak RSS 5.00 GiB" in head
-    sh = full["item_step_shift"]["seconds"]
-    assert (f"item step with psd=shift {sh:.2f} s vs {full['item_step']['seconds']:.2f} s "
-            f"({full['item_step']['seconds'] / sh:.2f}x faster)") in head
+    pr = full["item_step_compare"]
+    assert (f"item step {full['item_step']['seconds']:.2f} s (shift) vs {pr['seconds']:.2f} s "
+            f"(project): shift is {pr['shift_speedup']:.2f}x faster") in head
+    assert "private iteration 10.0 s with the shift item solve" in head   # d = 4: no target
+    assert "private iteration 10.0 s (within the 10 s target) with the shift" in "\n".join(
+        bench_report.headline_lines([dict(full, dim=64)]))
+    assert "10.5 s (OVER the 30 s target)" not in "\n".join(
+        bench_report.headline_lines([dict(full, dim=128, iteration_seconds=10.5)]))
+    assert "10.5 s (OVER the 10 s target)" in "\n".join(
+        bench_report.headline_lines([dict(full, dim=64, iteration_seconds=10.5)]))
     full128 = dict(full, dim=128)
     assert "within the 8 GiB target" in "\n".join(bench_report.headline_lines([full128]))
     assert "OVER the 4 GiB target" in "\n".join(
@@ -219,9 +233,19 @@ def test_against_implicit_times_both_and_reports_ratios():
     w = np.ones(r.nnz, np.float32)
     steps = make_steps(TrainConfig(dim=d), r, w)
     V = np.random.default_rng(0).normal(size=(r.n_items, d)).astype(np.float32) * 0.1
-    res = bench.against_implicit(r, w, steps, V, repeats=1, log=lambda *a: None)
+    from dpmt.solvers.steps import ItemNoise
+
+    private = (ItemNoise(sigma_A=0.1, sigma_b=0.1), 0.1, jax.random.PRNGKey(0))
+    res = bench.against_implicit(r, w, steps, V, repeats=1, private=private,
+                                 log=lambda *a: None)
     assert set(res["seconds"]) == {"dpmt_nonprivate_project", "dpmt_nonprivate_shift",
-                                   "implicit_cg", "implicit_exact"}
+                                   "implicit_cg", "implicit_exact", "dpmt_private_shift"}
+    assert res["ratio_dpmt_private_over_nonprivate"] == pytest.approx(
+        res["seconds"]["dpmt_private_shift"] / res["seconds"]["dpmt_nonprivate_shift"])
+    lines = "\n".join(bench_report.implicit_lines(
+        [{"against_implicit": res, "interactions": r.nnz, "n_users": r.n_users,
+          "n_items": r.n_items, "dim": d}]))
+    assert "implicit ALS, exact (Cholesky)" in lines and "(target ≤ 1.5)" in lines
     assert all(v > 0 for v in res["seconds"].values())
     assert res["ratio_dpmt_shift_over_implicit_cg"] == pytest.approx(
         res["seconds"]["dpmt_nonprivate_shift"] / res["seconds"]["implicit_cg"])

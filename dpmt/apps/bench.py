@@ -10,10 +10,11 @@ kernel:
 * the **user step** (``steps.solve_users``: batched Gram products and Cholesky solves, exact
   and unreleased),
 * the noisy **Gramian** Ĝ_U,
-* the **private item step** (SSP, Algorithm 1: weighted statistics, per-item noise, PSD
-  projection and solve), and the same step with the eigh-free solve ``psd="shift"``
-  (``item_step_shift``: ``Â + sI``, one Cholesky per item, checked fallback; same inputs,
-  timed right after it, with the relative difference of the two V's),
+* the **private item step** (SSP, Algorithm 1: weighted statistics, per-item noise, then
+  the item solve dpmt uses by default, ``psd="shift"``: ``Â + sI``, one checked Cholesky per
+  item), and the same step with the other solve (``item_step_compare``: ``psd="project"``,
+  Π(Â) by an eigendecomposition as in the reference; same inputs, timed right after it, with
+  the relative difference of the two V's),
 * one **noisy-GD step** (Algorithm 2, embedding encoder, per-user clipping) on the same
   layouts and weights,
 
@@ -50,7 +51,8 @@ from typing import Any
 
 # the report side, the machine/process probes and the side by side with implicit live in
 # bench_report; their names stay importable from here
-from dpmt.apps.bench_report import (MARKER, ML20M_INTERACTIONS, SUITE_DEVICES,  # noqa: F401
+from dpmt.apps.bench_report import (MARKER, ML20M_INTERACTIONS, SCHEMA_VERSION,  # noqa: F401
+                                    SUITE_DEVICES,
                                     SUITE_DIMS, SUITE_SIZES, MatmulPeak, _status_bytes,
                                     against_implicit, fit_exponent, headline_lines,
                                     implicit_available, live_device_bytes, load_results,
@@ -58,7 +60,6 @@ from dpmt.apps.bench_report import (MARKER, ML20M_INTERACTIONS, SUITE_DEVICES,  
                                     reset_peak_rss, run_suite, scaling_exponents, suite_runs,
                                     summary_line, window_peak_rss_bytes, write_benchmarks_md)
 
-SCHEMA_VERSION = 1
 
 
 # ---------------------------------------------------------------------------------------
@@ -186,11 +187,14 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
                dataset: str = "synthetic-ml-20m", data_dir: str = "data", iterations: int = 2,
                gd: bool = True, breakdown: bool = True, seed: int = 0,
                epsilon: float = 5.0, devices: int = 1, matmul_size: int = 4096,
-               shift: bool = True, against: str | None = None, against_repeats: int = 3,
+               item_solve: str | None = None, compare: bool = True,
+               against: str | None = None, against_repeats: int = 3,
                log=print) -> dict:
     """Measure one (dataset, d): see the module docstring. Returns the JSON-able result.
 
-    ``shift``: also time the item step with ``psd="shift"`` (``item_step_shift``).
+    ``item_solve``: the SSP item solve the iteration is timed with (default: TrainConfig's,
+    ``"shift"``); ``compare``: also time the other one (``"project"``, the reference's
+    Algorithm 1, or ``"shift"``) on the same inputs right after it (``item_step_compare``).
     ``against="implicit"``: also run :func:`against_implicit` (``against_repeats`` rounds).
 
     The steps come from :func:`dpmt.solvers.steps.make_steps` (``devices > 1``: the user,
@@ -218,9 +222,12 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
     log(f"data: {train.n_users} users, {train.n_items} items, {train.nnz} interactions "
         f"({t_data:.1f}s)")
     # one warm-up iteration (compiles every kernel) + the timed ones, all planned and charged
-    # the SSP item step (Algorithm 1) with adaptive weights is what the tables time
+    # the SSP item step (Algorithm 1) with adaptive weights is what the tables time, with the
+    # default item solve unless told otherwise
+    item_solve = item_solve or TrainConfig().item_solve
+    other_solve = "project" if item_solve == "shift" else "shift"
     cfg = TrainConfig(dim=dim, iterations=iterations + 1, epsilon=epsilon, seed=seed,
-                      solver="ssp", weights="adaptive", reg=1.0, item_solve="project")
+                      solver="ssp", weights="adaptive", reg=1.0, item_solve=item_solve)
     plan = make_plan(cfg)
     k_counts, k_weights, k_init, k_iter = jax.random.split(jax.random.PRNGKey(seed), 4)
     t0 = time.perf_counter()
@@ -241,14 +248,14 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
         f"(items), {users.padding_overhead:.3f} (users)")
     padding = {"items": items.padding_overhead, "users": users.padding_overhead,
                "item_buckets": len(items.buckets), "user_buckets": len(users.buckets)}
-    fl_item = item_step_flops(items, dim, extra=cfg.gravity > 0)
-    fl_shift = item_step_flops(items, dim, extra=cfg.gravity > 0, psd="shift")
-    # the same steps with the eigh-free item solve (same layouts, weights and inputs)
-    shift_steps = None
-    if shift:
-        shift_steps = dataclasses.replace(steps, cfg=cfg.replace(item_solve="shift"))
-        shift_steps.item_step = ssp_item_step(shift_steps)
-    shift_diffs: list[float] = []
+    fl_item = item_step_flops(items, dim, extra=cfg.gravity > 0, psd=item_solve)
+    fl_other = item_step_flops(items, dim, extra=cfg.gravity > 0, psd=other_solve)
+    # the same steps with the other item solve (same layouts, weights and inputs)
+    other_steps = None
+    if compare:
+        other_steps = dataclasses.replace(steps, cfg=cfg.replace(item_solve=other_solve))
+        other_steps.item_step = ssp_item_step(other_steps)
+    other_diffs: list[float] = []
     fl_user = user_step_flops(users, train.n_items, dim)
     fl_gd = gd_step_flops(items, train.n_users, dim)
 
@@ -284,14 +291,14 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
         (V_new, state), t_item = _timed(
             lambda: steps.item_step.update(state, V, U, k_item, noise, extra, noisy_n))
         row = {"user_step": t_user, "gramian": t_gram, "item_step": t_item}
-        if shift_steps is not None:
-            (V_shift, _), row["item_step_shift"] = _timed(
-                lambda: shift_steps.item_step.update(state, V, U, k_item, noise, extra, noisy_n))
-            if not bool(jnp.all(jnp.isfinite(V_shift))):
-                raise FloatingPointError("non-finite item embeddings (psd='shift')")
-            shift_diffs.append(float(jnp.linalg.norm(V_shift - V_new)
+        if other_steps is not None:
+            (V_other, _), row["item_step_compare"] = _timed(
+                lambda: other_steps.item_step.update(state, V, U, k_item, noise, extra, noisy_n))
+            if not bool(jnp.all(jnp.isfinite(V_other))):
+                raise FloatingPointError(f"non-finite item embeddings (psd={other_solve!r})")
+            other_diffs.append(float(jnp.linalg.norm(V_other - V_new)
                                      / jnp.maximum(jnp.linalg.norm(V_new), 1e-30)))
-            del V_shift   # not part of the live arrays the memory model accounts for
+            del V_other   # not part of the live arrays the memory model accounts for
         if gd_steps is not None:
             gd_noise = ItemNoise(gd_multiplier=gd_plan.iterations[t].gd.noise_multiplier)
             _, row["gd_step"] = _timed(lambda: gd_steps.item_step.update(
@@ -323,6 +330,7 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
         f"{dataset} (make_synthetic_like, seed {seed})",
         "n_users": int(train.n_users), "n_items": int(train.n_items),
         "interactions": int(train.nnz), "dim": int(dim), "devices": int(devices),
+        "item_solve": item_solve,
         "iterations_timed": int(iterations),
         "matmul_peak_flops": P, "matmul_peak_samples": peak.samples,
         "setup_seconds": {"data": t_data, "layouts_and_weights": t_setup},
@@ -335,7 +343,7 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
         out["gd_noise_multiplier"] = gd_plan.iterations[0].gd.noise_multiplier
     for name, fl in (("item_step", fl_item), ("user_step", fl_user)) + \
             ((("gd_step", fl_gd),) if gd else ()) + \
-            ((("item_step_shift", fl_shift),) if shift_steps is not None else ()):
+            ((("item_step_compare", fl_other),) if other_steps is not None else ()):
         best, med = steady(name)
         out[name] = {"seconds": best, "seconds_median": med,
                      "compile_seconds": max(0.0, rows[0][name] - best),
@@ -345,14 +353,17 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
                      "achieved_flops": fl["total"] / best,
                      "fraction_of_peak": fl["total"] / best / P,
                      "fraction_of_peak_real": fl["real"] / best / P}
-    if shift_steps is not None:
-        out["item_step_shift"]["shift_speedup"] = \
-            out["item_step"]["seconds"] / out["item_step_shift"]["seconds"]
-        # ‖V_shift − V_project‖_F / ‖V_project‖_F per iteration (same inputs): how far the two
-        # estimators are apart at this noise level (not a quality measure)
-        out["item_step_shift"]["relative_difference_to_project"] = shift_diffs
-        out["item_step_shift"]["shift"] = float(spectral_shift(
-            it0.ssp_A.noise_std, dim, train.n_items)) if it0.ssp_A is not None else 0.0
+    out["shift"] = float(spectral_shift(it0.ssp_A.noise_std, dim, train.n_items)) \
+        if it0.ssp_A is not None else 0.0
+    if other_steps is not None:
+        cmp_ = out["item_step_compare"]
+        cmp_["item_solve"] = other_solve
+        # seconds of the projected solve / seconds of the shifted one, on the same inputs
+        sec = {item_solve: out["item_step"]["seconds"], other_solve: cmp_["seconds"]}
+        cmp_["shift_speedup"] = sec["project"] / sec["shift"]
+        # ‖V_other − V‖_F / ‖V‖_F per iteration (same inputs): how far the two estimators are
+        # apart at this noise level (not a quality measure; QUALITY.md measures that)
+        cmp_["relative_difference"] = other_diffs
     out["gramian_seconds"] = steady("gramian")[0]
     out["iteration_seconds"] = out["item_step"]["seconds"] + out["user_step"]["seconds"] + \
         out["gramian_seconds"]
@@ -376,8 +387,11 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
         out["item_step_breakdown"] = item_step_breakdown(steps.items, U, steps.weights, dim,
                                                          cfg, it0.ssp_A.noise_std, P)
     if against == "implicit":
+        rel = plan.iterations[0]
+        private = (ItemNoise(sigma_A=rel.ssp_A.noise_std, sigma_b=rel.ssp_b.noise_std),
+                   _std(rel.gramian), k_iter)
         out["against_implicit"] = against_implicit(train, w, steps, V, repeats=against_repeats,
-                                                   log=log)
+                                                   private=private, log=log)
     out["machine"] = machine_info()
     return out
 
@@ -467,8 +481,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-gd", action="store_true", help="skip the noisy-GD step")
     p.add_argument("--no-breakdown", action="store_true",
                    help="skip the part-by-part timing of the item step")
-    p.add_argument("--no-shift", action="store_true",
-                   help="skip the timing of the eigh-free item step (psd='shift')")
+    p.add_argument("--item-solve", choices=("shift", "project"), default=None,
+                   help="the SSP item solve of the timed iteration (default: dpmt's default, "
+                        "shift)")
+    p.add_argument("--no-compare", action="store_true",
+                   help="skip the timing of the other item solve on the same inputs "
+                        "(project when timing shift, and the other way round)")
     p.add_argument("--against", choices=("implicit",), default=None,
                    help="also time one ALS iteration of the optional `implicit` package (CG "
                         "and exact) interleaved with dpmt's non-private iteration")
@@ -544,7 +562,8 @@ def run(args) -> int:
                      devices=args.devices, matmul_size=args.matmul_size,
                      data_dir=args.data_dir, iterations=args.iterations, gd=not args.no_gd,
                      breakdown=not args.no_breakdown, seed=args.seed,
-                     shift=not args.no_shift, against=args.against,
+                     item_solve=args.item_solve, compare=not args.no_compare,
+                     against=args.against,
                      against_repeats=args.against_repeats, log=log)
     res["machine"]["lapack_threads"] = lapack_threads
     if args.json:
