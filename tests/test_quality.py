@@ -100,3 +100,11 @@ def test_rows_read_back_from_the_json_give_the_same_summary(rows, tmp_path):
     for k in a:
         assert a[k]["test"] == pytest.approx(b[k]["test"])
         assert a[k]["buckets"] == pytest.approx(b[k]["buckets"], nan_ok=True)
+
+
+def test_defaults_gap_is_paired_over_seeds():
+    a = {"per_seed": {0: 0.20, 1: 0.25, 2: 0.30}}
+    b = {"per_seed": {0: 0.22, 1: 0.26, 2: 0.30}}
+    assert q._paired_gap(a, b) == " (paired over 3 seeds: -0.0100 ± 0.0082)"
+    assert q._paired_gap({"per_seed": {0: 0.2}}, {"per_seed": {0: 0.1}}) == ""
+    assert q._paired_gap({}, b) == ""
