@@ -141,6 +141,7 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
                 m, compile_s = res.metrics, res.compile_seconds
                 eps = res.epsilon if p.config.private else math.inf
             rows.append(_row(p.label, seed, eps, p.config, m, time.time() - t0, compile_s))
+            this = rows[-1]      # the released baselines below come after it
             if p.config is not None and p.config.private \
                     and p.config.epsilon not in private_pop_done:
                 private_pop_done.add(p.config.epsilon)
@@ -151,7 +152,7 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
                 on_cell(rows)
             if bar is not None:
                 bar.update(1)
-                bar.set_postfix(last=f"{p.label}: {rows[-1][metric_of(base)]:.3f}")
+                bar.set_postfix(last=f"{p.label}: {this[metric_of(base)]:.3f}")
     if bar is not None:
         bar.close()
     order = {(p.label, int(s)): k for k, (s, p) in enumerate((s, p) for s in seeds
