@@ -3,6 +3,9 @@ of a few configurations, each fit scored at several popularity-prior weights η 
 processing, no refit), mean over seeds.
 
     python experiments/defaults_sweep.py ml100k      # ML-100K held-out users, 3 seeds
+    python experiments/defaults_sweep.py ml100k-peruser   # ML-100K per-user split, 3 seeds
+    python experiments/defaults_sweep.py ml100k-gd        # held-out users: weights × sweeps
+    python experiments/defaults_sweep.py synth50k-iterations   # the same on the synthetic
     python experiments/defaults_sweep.py synth50k    # the 50k-user synthetic, 1 seed
 
 Selection on validation here is not charged (as in the literature); it chooses defaults
@@ -28,6 +31,18 @@ SWEEPS = {
         dict(solver="ssp", dim=8, reg=1.0), dict(solver="ssp", dim=16, reg=3.0),
         dict(solver="ssp", dim=32, reg=10.0), ADAM, {**ADAM, "weights": "uniform"},
         {**ADAM, "iterations": 4}, {**ADAM, "dim": 16}]),
+    # the per-user split (80/10/10 of every user's ratings; n̂ ≈ 943): the weights rule and
+    # the sweep count, GD with Adam only
+    "ml100k-peruser": (TrainConfig(split="per-user"), (0, 1, 2), (1.0, 5.0, 20.0), [
+        ADAM, {**ADAM, "weights": "uniform"}, {**ADAM, "iterations": 4},
+        {**ADAM, "weights": "uniform", "iterations": 4}]),
+    "ml100k-gd": (TrainConfig(split="heldout-users"), (0, 1, 2), (1.0, 5.0, 20.0), [
+        ADAM, {**ADAM, "weights": "uniform"}, {**ADAM, "iterations": 4},
+        {**ADAM, "weights": "uniform", "iterations": 4}]),
+    "synth50k-iterations": (
+        TrainConfig(dataset="synthetic:users=50000,items=5000,interactions=3000000",
+                    split="heldout-users", heldout_users=5000, delta=1e-6), (0,),
+        (1.0, 5.0, 20.0), [ADAM, {**ADAM, "iterations": 4}]),
     "synth50k": (TrainConfig(dataset="synthetic:users=50000,items=5000,interactions=3000000",
                              split="heldout-users", heldout_users=5000, delta=1e-6), (0,),
                  (1.0, 5.0, 20.0), [ADAM, {**ADAM, "weights": "uniform"},

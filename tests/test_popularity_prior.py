@@ -36,6 +36,7 @@ def test_rule_follows_its_formula_and_is_zero_without_privacy():
     r = PRIOR_SCALE / 5000
     assert popularity_prior(1000, 5.0, True, "ssp") == pytest.approx(r * r)
     assert popularity_prior(10_000, 5.0, True, "gd") == GD_PRIOR
+    assert popularity_prior(10_000, 5.0, True, "gd", "uniform") == 0.0   # GD + uniform: none
     assert popularity_prior(10, 0.1, True, "ssp") == PRIOR_MAX    # capped
     assert popularity_prior(10, 0.1, True, "gd") == GD_PRIOR
     assert popularity_prior(1e6, 20.0, True, "ssp") < 1e-3
@@ -43,9 +44,15 @@ def test_rule_follows_its_formula_and_is_zero_without_privacy():
         assert popularity_prior(1000, 5.0, False, solver) == 0.0
     # SSP: more users or more budget, less prior
     assert popularity_prior(20_000, 5.0, True, "ssp") < popularity_prior(10_000, 5.0, True, "ssp")
-    assert weights_for(700, 1.0) == "uniform" and weights_for(700, 5.0) == "adaptive"
+    assert weights_for(700, 5.0) == "uniform" and weights_for(700, 20.0) == "adaptive"
+    assert weights_for(9_999, 1.0) == "uniform" and weights_for(10_000, 1.0) == "adaptive"
+    cfg, why = resolve(TrainConfig(epsilon=5.0), 943.0)          # ML-100K-sized, GD
+    assert cfg.weights == "uniform" and cfg.popularity_prior == 0.0
+    assert "uniform weights: η = 0" in why[1][2]
+    cfg, _ = resolve(TrainConfig(epsilon=20.0), 943.0)
+    assert cfg.weights == "adaptive" and cfg.popularity_prior == GD_PRIOR
     cfg, why = resolve(TrainConfig(epsilon=5.0, solver="ssp"), PRIOR_SCALE / 5.0)
-    assert cfg.popularity_prior == pytest.approx(1.0) and cfg.weights == "adaptive"
+    assert cfg.popularity_prior == pytest.approx(1.0) and cfg.weights == "uniform"
     assert [w[0] for w in why] == ["weights", "popularity_prior"]
     cfg, why = resolve(TrainConfig(popularity_prior=0.3, weights="tail"), 600.0)
     assert cfg.popularity_prior == 0.3 and why == []            # an explicit value is kept

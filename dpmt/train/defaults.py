@@ -6,18 +6,21 @@ is released with the item counts before any iteration. The resolved values are w
 the model's config, so a saved model states exactly what it used, and :func:`explain`
 prints them with the reason.
 
-Rule for the weights (``weights="auto"``): **uniform when n̂·ε < 2000, else adaptive**
+Rule for the weights (``weights="auto"``): **uniform when n̂·ε < 10⁴, else adaptive**
 (eq. 11, μ = ¼). Adaptive weights read the released counts n̂_i, whose noise is relative
-to the tail counts largest when there are few users per unit of noise; at n̂·ε ≈ 740
-(ML-100K, ε = 1) uniform beat adaptive by 0.04–0.05 validation Recall@20 (noisy GD with
-Adam, 3 seeds), at n̂·ε ≈ 3700 they tied, and above (ML-100K at ε = 20, the 50k-user
-synthetic at every ε) adaptive won by 0.01–0.02. Both release the same counts, so the
-choice changes no ε.
+to the tail counts largest when there are few users per unit of noise. Validation Recall@20
+(noisy GD with Adam, 4 sweeps, 3 seeds; ``experiments/defaults_sweep.py``): at n̂·ε ≈ 740
+(ML-100K held-out users, ε = 1) uniform beat adaptive by 0.04–0.05; at n̂·ε ≈ 3700 and 4700
+(ML-100K held-out users and per-user split, ε = 5) uniform won by 0.004–0.02 (0.248 vs
+0.244, 0.265 vs 0.245); at 1.5–1.9·10⁴ (ML-100K, ε = 20) they were within 0.007 either way,
+and above (the 50k-user synthetic at every ε) adaptive won by 0.01–0.02. Both release the
+same counts, so the choice changes no ε.
 
 Rule for the popularity-prior weight η (:meth:`dpmt.model.Model.item_prior`), with
 r = N₀ / (n̂ · ε), N₀ = 3500:
 
-    noisy GD:  η = ¼          SSP:  η = min(100, r²)          non-private: η = 0
+    noisy GD:  η = ¼ (η = 0 with uniform weights)    SSP:  η = min(100, r²)
+    non-private: η = 0
 
 Why: the signal a private item step extracts grows with the number of users per unit of
 noise, n̂·ε (every release's noise std scales as 1/ε while the statistics grow with n̂), so
@@ -30,9 +33,11 @@ seeds, n̂ ≈ 740; the 50k-user synthetic, n̂ ≈ 4.9·10⁴; η ∈ {0, ¼, �
 * SSP at n̂ ≈ 740: η = 2 won at ε = 1 (and still lost to private popularity, i.e. η → ∞),
   η ≈ 1 at ε = 5, η = 0 at ε = 20 — a fast fall-off, hence the square; on the synthetic η = 0
   won at ε = 5.
-* Noisy GD with Adam is a stronger model at small n̂·ε and needs little prior: η = ¼ was best
-  or within 0.012 of the best at every (dataset, ε) measured (ML-100K ε = 5: ¼ best by 0.026
-  over η = 0; ε = 1 and 20: η = 0 best by ≤ 0.012; synthetic: within 0.005).
+* Noisy GD with Adam is a stronger model at small n̂·ε and needs little prior. With adaptive
+  weights η = ¼ was best or within 0.012 of the best at every (dataset, ε) measured (ML-100K
+  ε = 5: ¼ best by 0.026 over η = 0; 4 sweeps: ¼ best at ε = 5 and 20 on both ML-100K splits;
+  synthetic: within 0.005). With uniform weights η = 0 was best in 5 of 6 ML-100K cells with
+  4 sweeps (ε = 5, per-user: 0.265 vs 0.252 at ¼), so uniform gets no prior.
 """
 
 from __future__ import annotations
@@ -44,26 +49,26 @@ PRIOR_MAX = 100.0
 
 
 #: n̂·ε below which ``weights="auto"`` is uniform (above: adaptive)
-WEIGHTS_SCALE = 2000.0
+WEIGHTS_SCALE = 10_000.0
 #: η of noisy GD (its models beat private popularity on their own)
 GD_PRIOR = 0.25
 
 
 def weights_for(noisy_users: float | None, epsilon: float) -> str:
-    """``weights="auto"``: uniform when n̂·ε < 2000, else adaptive (see the module doc)."""
+    """``weights="auto"``: uniform when n̂·ε < 10⁴, else adaptive (see the module doc)."""
     return "uniform" if max(float(noisy_users or 0.0), 1.0) * epsilon < WEIGHTS_SCALE \
         else "adaptive"
 
 
 def popularity_prior(noisy_users: float | None, epsilon: float, private: bool,
-                     solver: str = "gd") -> float:
-    """η of the rule above from the released user count ``noisy_users`` (n̂), ε and the
-    item-step solver."""
+                     solver: str = "gd", weights: str = "adaptive") -> float:
+    """η of the rule above from the released user count ``noisy_users`` (n̂), ε, the
+    item-step solver and the (resolved) weights."""
     if not private:
         return 0.0
     r = PRIOR_SCALE / (max(float(noisy_users or 0.0), 1.0) * float(epsilon))
     if solver == "gd":
-        return GD_PRIOR
+        return 0.0 if weights == "uniform" else GD_PRIOR
     return float(min(PRIOR_MAX, r * r))
 
 
@@ -77,8 +82,10 @@ def resolve(cfg, noisy_users: float | None):
         why.append(("weights", w, f"n̂·ε = {float(noisy_users or 0):.0f}·{cfg.epsilon:g} "
                                   f"{'<' if w == 'uniform' else '≥'} {WEIGHTS_SCALE:g}"))
     if cfg.popularity_prior is None:
-        eta = popularity_prior(noisy_users, cfg.epsilon, cfg.private, cfg.solver)
+        eta = popularity_prior(noisy_users, cfg.epsilon, cfg.private, cfg.solver, cfg.weights)
         reason = ("non-private: no prior" if not cfg.private else
+                  "noisy GD with uniform weights: η = 0" if cfg.solver == "gd"
+                  and cfg.weights == "uniform" else
                   f"noisy GD: η = {GD_PRIOR:g}" if cfg.solver == "gd" else
                   f"SSP: min({PRIOR_MAX:g}, r²), r = {PRIOR_SCALE:g} / (n̂ ε), n̂ = "
                   f"{noisy_users:.0f}, ε = {cfg.epsilon:g}")
