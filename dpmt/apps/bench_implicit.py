@@ -27,21 +27,21 @@ def against_implicit(train, w, steps, V, *, repeats: int = 3, private=None,
     dpmt: ``steps.solve_users(V)`` (the exact user step) then the item step with no noise
     (``ItemNoise()``), with the exact gravity term ``α0·UᵀU``, once with each item solve
     ("project": eigh + Cholesky per item even without noise; "shift": s = 0, Cholesky only —
-    the plain weighted ALS). Each round times all four back to back; the best round of each is
-    reported, with the ratios. ``private = (noise, sigma_gramian, key)``: also time dpmt's
-    *private* iteration in the same rounds (exact user step, noisy Gramian, the noisy item step
-    with ``steps.cfg.item_solve``), for the ratio private / non-private. implicit runs with BLAS limited to one thread (its own advice;
-    it parallelises over rows with OpenMP, all cores). The objectives differ (implicit: implicit-feedback ALS over
-    all items with confidences, the ``YᵀY`` trick; dpmt: weighted ridge over the observed
-    pairs), the per-row work (a d × d system per row, ``nnz·d²`` for the statistics) is
-    the same order.
+    the plain weighted ALS). ``private = (noise, sigma_gramian, key)``: also time dpmt's
+    *private* iteration (exact user step, noisy Gramian, the noisy item step with
+    ``steps.cfg.item_solve``), for the ratio private / non-private. Each round times every
+    run back to back; the best round of each is reported, with the ratios. implicit runs with
+    BLAS limited to one thread (its own advice; it parallelises over rows with OpenMP, all
+    cores). The objectives differ (implicit: implicit-feedback ALS over all items with
+    confidences, the ``YᵀY`` trick; dpmt: weighted ridge over the observed pairs); the per-row
+    work (a d × d system per row, ``nnz·d²`` for the statistics) is the same order.
     """
     import jax
     import numpy as np
     import scipy.sparse as sp
     from implicit.als import AlternatingLeastSquares
 
-    from dpmt.solvers.ssp import gramian
+    from dpmt.solvers.ssp import gramian, noisy_gramian
     from dpmt.solvers.steps import ItemNoise, ssp_item_step
 
     cfg = steps.cfg
@@ -55,10 +55,13 @@ def against_implicit(train, w, steps, V, *, repeats: int = 3, private=None,
         st.item_step = ssp_item_step(st)
         dp[mode] = st
 
-    def dpmt_iteration(st):
+    def dpmt_iteration(st, noise=ItemNoise(), sigma_gram=0.0, key=None):
+        """User step, (noisy) Gramian, item step; without noise: the exact ALS iteration."""
+        k_gram, k_item = jax.random.split(key) if key is not None else (None, None)
         U = st.solve_users(V)
-        extra = cfg.gravity * gramian(U) if cfg.gravity > 0 else None
-        V_new, _ = st.item_step.update(st.item_step.init(None, V), V, U, None, ItemNoise(),
+        G = gramian(U) if key is None else noisy_gramian(U, k_gram, sigma_gram)
+        extra = cfg.gravity * G if cfg.gravity > 0 else None
+        V_new, _ = st.item_step.update(st.item_step.init(None, V), V, U, k_item, noise,
                                        extra, float(train.n_users))
         return V_new
 
@@ -73,23 +76,12 @@ def against_implicit(train, w, steps, V, *, repeats: int = 3, private=None,
             model.fit(csr, show_progress=False)
         return model.item_factors
 
-    def private_iteration():
-        from dpmt.solvers.ssp import noisy_gramian
-
-        noise, sigma_g, key = private
-        k_gram, k_item = jax.random.split(key)
-        U = steps.solve_users(V)
-        extra = cfg.gravity * noisy_gramian(U, k_gram, sigma_g) if cfg.gravity > 0 else None
-        V_new, _ = steps.item_step.update(steps.item_step.init(None, V), V, U, k_item, noise,
-                                          extra, float(train.n_users))
-        return V_new
-
     runs = {"dpmt_nonprivate_project": lambda: dpmt_iteration(dp["project"]),
             "dpmt_nonprivate_shift": lambda: dpmt_iteration(dp["shift"]),
             "implicit_cg": lambda: implicit_iteration(True),
             "implicit_exact": lambda: implicit_iteration(False)}
     if private is not None:
-        runs[f"dpmt_private_{cfg.item_solve}"] = private_iteration
+        runs[f"dpmt_private_{cfg.item_solve}"] = lambda: dpmt_iteration(steps, *private)
     for fn in runs.values():          # warm-up: compiles dpmt's kernels, loads implicit's
         jax.block_until_ready(fn())
     times: dict[str, list[float]] = {k: [] for k in runs}

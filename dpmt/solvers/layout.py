@@ -338,14 +338,12 @@ def optimal_boundaries(lens: np.ndarray, n_buckets: int,
     back = np.zeros((K, U), np.int64)
     best_k, best = 0, cost[-1]
     tri = np.tril(np.ones((U, U), bool), -1)             # i < j
-    costs = [cost]
     for k in range(1, K):
         M = cost[None, :] + (cum[:, None] - cum[None, :]) * width[:, None]
         M = np.where(tri, M, np.inf)
         back[k] = np.argmin(M, axis=1)
         cost = M[np.arange(U), back[k]]
         cost[0] = np.inf                                 # k+1 buckets need ≥ k+1 candidates
-        costs.append(cost)
         if cost[-1] < best:
             best_k, best = k, cost[-1]
     bounds, j = [], U - 1

@@ -9,12 +9,13 @@ prints them with the reason.
 Rule for the weights (``weights="auto"``): **uniform when n̂·ε < 10⁴, else adaptive**
 (eq. 11, μ = ¼). Adaptive weights read the released counts n̂_i, whose noise is relative
 to the tail counts largest when there are few users per unit of noise. Validation Recall@20
-(noisy GD with Adam, 4 sweeps, 3 seeds; ``experiments/defaults_sweep.py``): at n̂·ε ≈ 740
-(ML-100K held-out users, ε = 1) uniform beat adaptive by 0.04–0.05; at n̂·ε ≈ 3700 and 4700
-(ML-100K held-out users and per-user split, ε = 5) uniform won by 0.004–0.02 (0.248 vs
-0.244, 0.265 vs 0.245); at 1.5–1.9·10⁴ (ML-100K, ε = 20) they were within 0.007 either way,
-and above (the 50k-user synthetic at every ε) adaptive won by 0.01–0.02. Both release the
-same counts, so the choice changes no ε.
+of noisy GD with Adam (``experiments/defaults_sweep.py``): with 2 sweeps, uniform beat
+adaptive by 0.04–0.05 at n̂·ε ≈ 740 (ML-100K held-out users, ε = 1) and adaptive won by
+0.01–0.02 on the 50k-user synthetic; with 4 sweeps (3 seeds), uniform won at n̂·ε ≈ 3700 and
+4700 (ML-100K held-out users and per-user split, ε = 5: 0.248 vs 0.244, 0.265 vs 0.245), and
+at 1.5–1.9·10⁴ (ML-100K, ε = 20) the two were within 0.007 either way. The rule misses one
+measured cell: on the synthetic at ε = 1 (n̂·ε ≈ 4·10⁴) uniform won on test in QUALITY.md
+(0.263 vs 0.251). Both release the same counts, so the choice changes no ε.
 
 Rule for the popularity-prior weight η (:meth:`dpmt.model.Model.item_prior`), with
 r = N₀ / (n̂ · ε), N₀ = 3500:
