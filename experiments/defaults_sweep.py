@@ -48,6 +48,34 @@ SWEEPS = {
                  (1.0, 5.0, 20.0), [ADAM, {**ADAM, "weights": "uniform"},
                                     dict(solver="ssp", dim=32, reg=10.0)]),
 }
+# does noisy GD use a larger budget? learning rate and steps at ε = 5 and 20 (4 sweeps, the
+# adaptive weights the rule picks there), and SSP (shift solve) at a larger size
+SWEEPS["synth50k-budget"] = (
+    SWEEPS["synth50k"][0], (0,), (5.0, 20.0), [
+        {**ADAM, "iterations": 4},
+        {**ADAM, "iterations": 4, "gd": dict(optimizer="adam", learning_rate=0.03, steps=20)},
+        {**ADAM, "iterations": 4, "gd": dict(optimizer="adam", learning_rate=0.01, steps=40)},
+        {**ADAM, "iterations": 4, "dim": 64},
+        dict(solver="ssp", dim=64, reg=10.0, iterations=2),
+        dict(solver="ssp", dim=32, reg=10.0, iterations=4)])
+# less noise, more fitting: does the item step want a larger λ as the budget grows?
+SWEEPS["synth50k-reg"] = (
+    SWEEPS["synth50k"][0], (0,), (5.0, 20.0), [
+        {**ADAM, "iterations": 4, "reg": 10.0},
+        {**ADAM, "iterations": 4, "reg": 30.0},
+        dict(solver="ssp", dim=32, reg=30.0, iterations=4),
+        dict(solver="ssp", dim=64, reg=30.0, iterations=4),
+        dict(solver="ssp", dim=64, reg=100.0, iterations=4)])
+# λ = 10 for noisy GD (it won at ε = 5 and 20 on the synthetic): ML-100K both splits, and
+# the synthetic at ε = 1 with the uniform weights the rule picks there
+_GD4 = {**ADAM, "iterations": 4}
+SWEEPS["ml100k-reg"] = (TrainConfig(split="heldout-users"), (0, 1, 2), (1.0, 5.0, 20.0), [
+    {**_GD4, "weights": "uniform"}, {**_GD4, "weights": "uniform", "reg": 10.0},
+    {**_GD4, "weights": "adaptive", "reg": 10.0}])
+SWEEPS["ml100k-peruser-reg"] = (TrainConfig(split="per-user"),) + SWEEPS["ml100k-reg"][1:]
+SWEEPS["synth50k-reg-eps1"] = (SWEEPS["synth50k"][0], (0,), (1.0,), [
+    {**_GD4, "weights": "uniform"}, {**_GD4, "weights": "uniform", "reg": 10.0},
+    {**_GD4, "weights": "adaptive", "reg": 10.0}])
 ETAS = (0.0, 0.25, 0.5, 1.0, 2.0)
 
 

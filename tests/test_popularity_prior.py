@@ -44,12 +44,15 @@ def test_rule_follows_its_formula_and_is_zero_without_privacy():
         assert popularity_prior(1000, 5.0, False, solver) == 0.0
     # SSP: more users or more budget, less prior
     assert popularity_prior(20_000, 5.0, True, "ssp") < popularity_prior(10_000, 5.0, True, "ssp")
-    assert weights_for(700, 5.0) == "uniform" and weights_for(700, 20.0) == "adaptive"
-    assert weights_for(9_999, 1.0) == "uniform" and weights_for(10_000, 1.0) == "adaptive"
+    assert weights_for(700, 20.0) == "uniform" and weights_for(40_000, 1.0) == "uniform"
+    assert weights_for(40_000, 5.0) == "adaptive" and weights_for(5_000, 20.0) == "adaptive"
+    assert weights_for(99_999, 1.0) == "uniform" and weights_for(100_000, 1.0) == "adaptive"
     cfg, why = resolve(TrainConfig(epsilon=5.0), 943.0)          # ML-100K-sized, GD
     assert cfg.weights == "uniform" and cfg.popularity_prior == 0.0
     assert "uniform weights: η = 0" in why[1][2]
-    cfg, _ = resolve(TrainConfig(epsilon=20.0), 943.0)
+    cfg, _ = resolve(TrainConfig(epsilon=20.0), 943.0)           # n̂·ε ≈ 1.9·10⁴
+    assert cfg.weights == "uniform" and cfg.popularity_prior == 0.0
+    cfg, _ = resolve(TrainConfig(epsilon=5.0), 40_000.0)         # the 50k synthetic's size
     assert cfg.weights == "adaptive" and cfg.popularity_prior == GD_PRIOR
     cfg, why = resolve(TrainConfig(epsilon=5.0, solver="ssp"), PRIOR_SCALE / 5.0)
     assert cfg.popularity_prior == pytest.approx(1.0) and cfg.weights == "uniform"

@@ -108,3 +108,21 @@ def test_defaults_gap_is_paired_over_seeds():
     assert q._paired_gap(a, b) == " (paired over 3 seeds: -0.0100 ± 0.0082)"
     assert q._paired_gap({"per_seed": {0: 0.2}}, {"per_seed": {0: 0.1}}) == ""
     assert q._paired_gap({}, b) == ""
+
+
+def test_a_shortfall_is_called_unresolved_only_within_two_standard_errors():
+    # p(1-p)/n bound: 0.1 vs 0.2 over 20 users each: 2·√(0.09/20 + 0.16/20) = 0.2236
+    assert q.two_se(0.1, 0.2, 20, 20) == pytest.approx(2 * math.sqrt((0.09 + 0.16) / 20))
+    assert q.two_se(0.1, 0.2, None, 20) == math.inf
+    small = {"test": 0.30, "users_total": 300, "buckets": [0.10, 0.3],
+             "bucket_users": [20, 100]}
+    pp = {"test": 0.20, "users_total": 300, "buckets": [0.20, 0.2], "bucket_users": [20, 100]}
+    short, within = q._shortfalls(small, pp)
+    assert short == ["B1 -0.100 (2 se 0.224, 20 users)"] and within
+    # the same gap over 2000 users is resolved: 2 se = 0.0274 < 0.1
+    many = dict(small, bucket_users=[2000, 100])
+    short, within = q._shortfalls(many, dict(pp, bucket_users=[2000, 100]))
+    assert len(short) == 1 and not within
+    # an overall shortfall counts too
+    short, within = q._shortfalls(dict(small, test=0.1), dict(pp, test=0.3))
+    assert short[0].startswith("overall -0.200") and not within
