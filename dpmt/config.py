@@ -50,6 +50,10 @@ def _f(default, help: str, group: str, *, choices=None, flag: str | None = None,
     return dataclasses.field(default=default, metadata=md)
 
 
+#: ridge λ where the rule of :mod:`dpmt.train.defaults` does not raise it (``reg=None``)
+BASE_REG = 3.0
+
+
 @dataclasses.dataclass(frozen=True)
 class GDConfig:
     """Noisy gradient descent (Algorithm 2 of Krichene et al. 2023) on the item step.
@@ -146,7 +150,9 @@ class TrainConfig:
     # -- model -------------------------------------------------------------------------
     dim: int = _f(32, "embedding dimension d", "model")
     iterations: int = _f(4, "alternating-minimisation sweeps (each one is charged)", "model")
-    reg: float = _f(3.0, "ridge λ of the user and item systems", "model")
+    reg: float | None = _f(None, "ridge λ of the user and item systems", "model",
+                           none="a rule from n̂ and ε (dpmt.train.defaults): 10 for noisy GD "
+                           "below n̂·ε = 1200, else 3")
     gravity: float = _f(0.5, "α0, weight of the unobserved pairs (α0 VᵀV, α0 Ĝ_U)", "model")
     user_clip: float = _f(0.1, "C: user embeddings are clipped to ‖u‖ ≤ C (bounds the "
                           "sensitivity of every item-step release)", "model")
@@ -223,7 +229,8 @@ class TrainConfig:
         # are far outside anything useful, and refusing is better than a NaN or a traceback)
         check_range("dim", self.dim, low=1, high=MAX_DIM, integer=True)
         check_range("iterations", self.iterations, low=1, high=10_000, integer=True)
-        check_range("reg", self.reg, low=0.0, high=BIG, low_open=True)
+        if self.reg is not None:
+            check_range("reg", self.reg, low=0.0, high=BIG, low_open=True)
         check_range("gravity", self.gravity, low=0.0, high=BIG)
         check_range("user_clip", self.user_clip, low=0.0, high=BIG, low_open=True)
         check_range("init_scale", self.init_scale, low=0.0, high=BIG, low_open=True)

@@ -40,7 +40,7 @@ from typing import Sequence
 import numpy as np
 
 from dpmt._io import atomic_save_npz, atomic_write_json
-from dpmt.config import TrainConfig
+from dpmt.config import BASE_REG, TrainConfig
 from dpmt.errors import ConfigError, DataError
 from dpmt.privacy.ledger import PRIVACY_UNIT, PrivacyLedger
 
@@ -97,6 +97,9 @@ class Model:
         if len(np.unique(ids)) != len(ids):
             raise DataError("item_ids contain duplicates")
         self.item_embeddings, self.item_ids = V, ids
+        if self.config is not None and self.config.reg is None:
+            # fit() writes the λ its rule chose; a model built by hand folds in with λ = 3
+            self.config = self.config.replace(reg=BASE_REG)
         order = np.argsort(ids, kind="stable")
         self._sorted_ids, self._sorted_rows = ids[order], order
 

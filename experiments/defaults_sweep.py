@@ -76,6 +76,10 @@ SWEEPS["ml100k-peruser-reg"] = (TrainConfig(split="per-user"),) + SWEEPS["ml100k
 SWEEPS["synth50k-reg-eps1"] = (SWEEPS["synth50k"][0], (0,), (1.0,), [
     {**_GD4, "weights": "uniform"}, {**_GD4, "weights": "uniform", "reg": 10.0},
     {**_GD4, "weights": "adaptive", "reg": 10.0}])
+# where does λ = 10 stop helping? ε = 2 sits between the ε = 1 gain and the ε = 5 collapse
+SWEEPS["ml100k-reg-edge"] = (TrainConfig(split="heldout-users"), (0, 1, 2), (1.0, 2.0, 5.0), [
+    {**_GD4, "weights": "uniform"}, {**_GD4, "weights": "uniform", "reg": 5.0},
+    {**_GD4, "weights": "uniform", "reg": 10.0}])
 ETAS = (0.0, 0.25, 0.5, 1.0, 2.0)
 
 

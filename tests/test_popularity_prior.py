@@ -11,7 +11,7 @@ from dpmt.data import make_synthetic, per_user_split
 from dpmt.errors import ConfigError
 from dpmt.model import Model
 from dpmt.train.defaults import (GD_PRIOR, PRIOR_MAX, PRIOR_SCALE, popularity_prior, resolve,
-                                 weights_for)
+                                 reg_for, weights_for)
 from dpmt.train.evaluate import evaluate, private_popularity_metrics
 
 QUIET = ExecutionConfig(progress=False)
@@ -49,15 +49,15 @@ def test_rule_follows_its_formula_and_is_zero_without_privacy():
     assert weights_for(99_999, 1.0) == "uniform" and weights_for(100_000, 1.0) == "adaptive"
     cfg, why = resolve(TrainConfig(epsilon=5.0), 943.0)          # ML-100K-sized, GD
     assert cfg.weights == "uniform" and cfg.popularity_prior == 0.0
-    assert "uniform weights: η = 0" in why[1][2]
+    assert "uniform weights: η = 0" in dict((k, r) for k, _, r in why)["popularity_prior"]
     cfg, _ = resolve(TrainConfig(epsilon=20.0), 943.0)           # n̂·ε ≈ 1.9·10⁴
     assert cfg.weights == "uniform" and cfg.popularity_prior == 0.0
     cfg, _ = resolve(TrainConfig(epsilon=5.0), 40_000.0)         # the 50k synthetic's size
     assert cfg.weights == "adaptive" and cfg.popularity_prior == GD_PRIOR
     cfg, why = resolve(TrainConfig(epsilon=5.0, solver="ssp"), PRIOR_SCALE / 5.0)
     assert cfg.popularity_prior == pytest.approx(1.0) and cfg.weights == "uniform"
-    assert [w[0] for w in why] == ["weights", "popularity_prior"]
-    cfg, why = resolve(TrainConfig(popularity_prior=0.3, weights="tail"), 600.0)
+    assert [w[0] for w in why] == ["weights", "reg", "popularity_prior"]
+    cfg, why = resolve(TrainConfig(popularity_prior=0.3, weights="tail", reg=3.0), 600.0)
     assert cfg.popularity_prior == 0.3 and why == []            # an explicit value is kept
 
 
@@ -120,3 +120,18 @@ def test_models_saved_before_the_prior_rank_without_it(model, tmp_path):
 def test_negative_prior_is_refused():
     with pytest.raises(ConfigError, match="popularity_prior"):
         TrainConfig(popularity_prior=-1.0)
+
+
+def test_the_ridge_rule_raises_lambda_only_for_noisy_gd_under_heavy_noise():
+    from dpmt.config import BASE_REG
+
+    assert reg_for(740, 1.0, True, "gd") == 10.0 and reg_for(1199, 1.0, True, "gd") == 10.0
+    assert reg_for(1200, 1.0, True, "gd") == BASE_REG
+    assert reg_for(943, 2.0, True, "gd") == BASE_REG and reg_for(40_000, 1.0, True, "gd") == 3.0
+    assert reg_for(740, 1.0, True, "ssp") == BASE_REG          # SSP: not measured, unchanged
+    assert reg_for(740, 1.0, False, "gd") == BASE_REG          # non-private
+    assert reg_for(None, 1.0, True, "gd") == BASE_REG          # no released n̂: no input
+    cfg, why = resolve(TrainConfig(epsilon=1.0), 943.0)
+    assert cfg.reg == 10.0 and any(k == "reg" and "< 1200" in r for k, _, r in why)
+    cfg, _ = resolve(TrainConfig(epsilon=1.0, reg=0.5), 943.0)  # a user's λ is kept
+    assert cfg.reg == 0.5

@@ -85,7 +85,10 @@ def datasets(quick: bool) -> list[Dataset]:
         Dataset("ML-100K per-user split (80/10/10)", ml.replace(split="per-user"), (0, 1, 2),
                 (1.0, 5.0, 20.0)),
         Dataset("Skewed synthetic, 50k users × 5k items × 3M (5k + 5k held out)", synth, (0,),
-                (1.0, 5.0, 20.0), private_grid=PRIVATE_GRID[:2], als_grid=ALS_GRID,
+                (1.0, 5.0, 20.0),
+                # noisy GD at λ = 10 led λ = 3 on validation here at ε = 5 and 20
+                # (experiments/defaults_sweep.py synth50k-reg)
+                private_grid=PRIVATE_GRID[:2] + (dict(reg=10.0),), als_grid=ALS_GRID,
                 solve_grid=(dict(dim=32, reg=10.0),)),
         Dataset("ML-20M-like synthetic (138k users, 10k + 10k held out)", ml20, (0,), (5.0,),
                 weightings=("uniform", "adaptive"), private_grid=PRIVATE_GRID[:1],

@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpmt.config import TrainConfig
+from dpmt.config import BASE_REG, TrainConfig
 from dpmt.errors import ConfigError
 
 log = logging.getLogger("dpmt.solvers.steps")
@@ -121,7 +121,8 @@ def make_steps(cfg: TrainConfig, train, weights, *, labels=None, item_features=N
       devices: 1, or the size of the mesh to shard over (the devices must exist).
     """
     from dpmt.solvers import layout as layout_mod
-
+    if cfg.reg is None:          # fit() resolves it by rule first; a direct caller gets λ = 3
+        cfg = cfg.replace(reg=BASE_REG)
     items = layout_mod.task_layout(train, dim=cfg.dim)
     users = layout_mod.user_layout(train, dim=cfg.dim)
     mesh = None

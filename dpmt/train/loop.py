@@ -179,7 +179,7 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
         V, item_state = item.update(state.item_state, V, U, k_item, noise, extra, n_norm)
         V = jnp.asarray(V, jnp.float32)
         if not bool(jnp.all(jnp.isfinite(V))):
-            raise ConfigError(_divergence_message(cfg, t))
+            raise ConfigError(_divergence_message(model_cfg, t))
         state = LoopState(V, t + 1, item_state)
         eps = 0.0 if ledger is None else ledger.epsilon()
         history.append({"iteration": t, "epsilon": eps, "seconds": time.time() - t_start})
