@@ -247,7 +247,10 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
     log(f"counts + weights + layouts: {t_setup:.1f}s; padding {items.padding_overhead:.3f} "
         f"(items), {users.padding_overhead:.3f} (users)")
     padding = {"items": items.padding_overhead, "users": users.padding_overhead,
-               "item_buckets": len(items.buckets), "user_buckets": len(users.buckets)}
+               "item_buckets": len(items.buckets), "user_buckets": len(users.buckets),
+               # long item rows cut into segments (one more kernel instance), or None
+               "item_segment_width": None if items.segments is None else items.segments.width,
+               "item_long_rows": int(len(items.long_rows))}
     fl_item = item_step_flops(items, dim, extra=cfg.gravity > 0, psd=item_solve)
     fl_other = item_step_flops(items, dim, extra=cfg.gravity > 0, psd=other_solve)
     # the same steps with the other item solve (same layouts, weights and inputs)
@@ -420,7 +423,11 @@ def item_step_breakdown(items, U, w_j, dim: int, cfg, sigma_A: float, peak: floa
             A, b = ssp._chunk_statistics(c, X, w, None)
             return jnp.trace(A, axis1=-2, axis2=-1) + b.sum(-1)
         parts = layout.map_chunks(lambda c: layout_mod.map_row_blocks(blk, c, dim=d))
-        return sum(p.sum() for p in parts)
+        total = sum(p.sum() for p in parts)
+        if layout.segments is not None:     # the long rows' segments, summed per row
+            total = total + layout.segment_sums(
+                lambda c: layout_mod.map_row_blocks(blk, c, dim=d)).sum()
+        return total
 
     key = jax.random.PRNGKey(1)
     s_a = sigma_A

@@ -33,6 +33,14 @@ Layout (built once in numpy, outside ``jit``):
 * ``inverse (n_rows,) int32``: position of each row in the concatenation of all buckets'
   flattened chunk rows, or the index of an appended zero row for empty rows. Per-row outputs
   are assembled with one gather (:meth:`Layout.assemble`).
+* Segments (``segment_width=W``, the SSP item layout: :data:`SEGMENT_WIDTH`): rows longer
+  than ``W`` are cut into segments of ``W`` consecutive entries, all in one more bucket of
+  width ``W`` (:class:`Segments`), and the other rows get one bucket fewer than the grid fills;
+  the layout keeps the segments only if they pad less than the plain buckets.
+  A long row then pads less than ``W`` slots, where one wide bucket pads every row up to its
+  longest (the head items of a Zipf-like popularity spread over widths 10⁴–10⁵). A long row's
+  statistics are the sum of its segments' (:meth:`Layout.segment_sums`), so only kernels of
+  additive row statistics read them; the others refuse a segmented layout.
 
 Shapes are fixed by the data, so each jitted kernel taking a layout compiles once per layout
 and is reused across iterations. :func:`trace_count` counts traces of the kernels in this
@@ -47,6 +55,8 @@ synthetic (138,493 users, 26,744 items, 20M ratings):
     growth  boundaries   ML-100K-like items / users    ML-20M-like items / users
     2.0     geometric    1.41 (8) / 1.40 (9)            1.45 (11) / 1.44 (14)
     2.0     optimal      1.28 (8) / 1.22 (9)            1.40 (11) / 1.21 (14)    <- default
+    2.0     optimal + segments of 512: 1.28 (8: segments would pad more) / –
+                                                        1.11 (10 + 1) / –        <- SSP items
     1.5     geometric    1.21 (14) / 1.22 (16)          1.24 (19) / 1.23 (23)
     1.5     optimal      1.14 (14) / 1.11 (16)          1.22 (19) / 1.11 (23)
 
@@ -69,6 +79,10 @@ import numpy as np
 from dpmt.errors import ConfigError, DataError, check_range
 
 DEFAULT_MAX_CHUNK_BYTES = 256 * 2**20
+#: Segment width of the SSP item layout (``build_layout(segment_width=...)``): rows with more
+#: entries are cut into segments of this many slots. At the ML-20M-like scale the padding
+#: falls from 1.40 to about 1.1 with as many kernel instances (BENCHMARKS.md).
+SEGMENT_WIDTH = 512
 
 
 # -- trace counting (compile-once checks) ------------------------------------------------------
@@ -186,6 +200,36 @@ jax.tree_util.register_dataclass(Bucket, data_fields=["rows", "cols", "pos", "va
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
+class Segments:
+    """The rows longer than a segment width ``W``, cut into segments of ``W`` slots.
+
+    A long row's statistic is the sum of its segments' statistics, so its padding is less
+    than ``W`` slots however long it is (one bucket of width ``L`` pads every row up to ``L``).
+    Only additive per-row statistics can be computed this way; a kernel that does more per
+    row (a solve) sums the segments first (:meth:`Layout.segment_sums`).
+
+    Attributes (jax arrays):
+      bucket: a :class:`Bucket` of width ``W`` whose chunk rows are segments; ``bucket.rows``
+              is the segment's row (0 in pad rows, whose slots are all invalid).
+      local:  int32 (n_chunks, chunk_rows) index of the segment's row in ``rows``
+              (``len(rows)`` in pad rows: a dump slot that is dropped).
+      rows:   int32 (n_long,) the long rows, ascending.
+    """
+
+    bucket: Any
+    local: Any
+    rows: Any
+
+    @property
+    def width(self) -> int:
+        return self.bucket.width
+
+
+jax.tree_util.register_dataclass(Segments, data_fields=["bucket", "local", "rows"],
+                                 meta_fields=[])
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
 class Layout:
     """A sparse ``n_rows × n_cols`` matrix as padded buckets of rows (a jax pytree).
 
@@ -200,6 +244,10 @@ class Layout:
       n_rows, n_cols, nnz: sizes of the parent matrix.
       kind: "items" (task layout), "users" (user layout) or "" (generic).
       dim: the feature dimension the chunks were sized for.
+      segments: :class:`Segments` of the rows longer than ``segment_width`` (their
+               ``inverse`` is the zero row, like an empty row's), or None. Only kernels of
+               additive per-row statistics read them (the SSP item step); the others refuse
+               a segmented layout (:func:`require_kind`).
     """
 
     buckets: tuple
@@ -209,12 +257,23 @@ class Layout:
     nnz: int
     kind: str = ""
     dim: int = 0
+    segments: Any = None
 
     # -- sizes and reports -----------------------------------------------------------------------
     @property
     def padded_slots(self) -> int:
-        """Number of slots in all chunks (real ratings + padding)."""
-        return int(sum(b.n_chunks * b.chunk_rows * b.width for b in self.buckets))
+        """Number of slots in all chunks (real ratings + padding), segments included."""
+        return int(sum(b.n_chunks * b.chunk_rows * b.width for b in self._all_buckets()))
+
+    def _all_buckets(self) -> tuple:
+        return self.buckets + (() if self.segments is None else (self.segments.bucket,))
+
+    @property
+    def long_rows(self) -> np.ndarray:
+        """int32 indices of the segmented rows (empty without segments)."""
+        if self.segments is None:
+            return np.zeros(0, np.int32)
+        return np.asarray(self.segments.rows, np.int32)
 
     @property
     def padding_overhead(self) -> float:
@@ -226,12 +285,14 @@ class Layout:
         return int(sum(b.n_chunks * b.chunk_rows for b in self.buckets))
 
     def summary(self) -> list[dict]:
-        """Per bucket: width, rows, chunks, chunk rows, slots (for reports)."""
+        """Per bucket: width, rows, chunks, chunk rows, slots (for reports); the segments'
+        bucket last (``segments=True``, its ``rows`` counts segments)."""
         out = []
-        for b in self.buckets:
+        for k, b in enumerate(self._all_buckets()):
             v = np.asarray(b.valid)
             out.append(dict(width=b.width, rows=int(v.any(-1).sum()), chunks=b.n_chunks,
-                            chunk_rows=b.chunk_rows, slots=int(v.size), filled=int(v.sum())))
+                            chunk_rows=b.chunk_rows, slots=int(v.size), filled=int(v.sum()),
+                            segments=k == len(self.buckets)))
         return out
 
     # -- kernels' helpers (usable inside jit) ---------------------------------------------------
@@ -254,14 +315,40 @@ class Layout:
                 outs.append(jax.lax.map(lambda a: fn(*a), xs))
         return outs
 
-    def assemble(self, per_bucket: list) -> Any:
+    def assemble(self, per_bucket: list, long: Any = None) -> Any:
         """Per-row outputs ``(n_rows, ...)`` from :meth:`map_chunks` results (zeros for empty
-        rows). Works on pytrees; pad rows are dropped."""
+        rows). Works on pytrees; pad rows are dropped. A segmented layout's long rows take
+        ``long`` (leading axis = ``segments.rows``, e.g. :meth:`segment_sums`); without it
+        they are zero."""
         def one(*leaves):
             flat = [x.reshape((-1,) + x.shape[2:]) for x in leaves]
             zero = jnp.zeros((1,) + flat[0].shape[1:], flat[0].dtype)
             return jnp.concatenate(flat + [zero], axis=0)[self.inverse]
-        return jax.tree_util.tree_map(one, *per_bucket)
+        out = jax.tree_util.tree_map(one, *per_bucket)
+        if long is not None and self.segments is not None:
+            out = jax.tree_util.tree_map(lambda o, v: o.at[self.segments.rows].set(v), out, long)
+        return out
+
+    def segment_sums(self, fn: Callable[[Chunk], Any]) -> Any:
+        """Per long row, the sum over its segments of ``fn(chunk)`` (a pytree of arrays with
+        leading axis = the chunk's rows, zero for pad rows): leading axis ``len(segments.rows)``.
+        Chunks run sequentially (``lax.scan``) into one accumulator, so only one chunk's
+        block and the ``(n_long, ...)`` sums are live."""
+        seg = self.segments
+        n_long = seg.rows.shape[0]
+        chunks = seg.bucket.chunks()
+        first = jax.tree_util.tree_map(lambda x: x[0], chunks)
+        shapes = jax.eval_shape(fn, first)
+        acc0 = jax.tree_util.tree_map(
+            lambda t: jnp.zeros((n_long + 1,) + t.shape[1:], t.dtype), shapes)
+
+        def body(acc, xs):
+            chunk, local = xs
+            out = fn(chunk)
+            return jax.tree_util.tree_map(lambda a, o: a.at[local].add(o), acc, out), None
+
+        acc, _ = jax.lax.scan(body, acc0, (chunks, seg.local))
+        return jax.tree_util.tree_map(lambda a: a[:n_long], acc)
 
     def col_sum(self, per_bucket: list) -> jax.Array:
         """Segment sum over columns: ``out[c] = Σ_slots with col c value`` from per-slot values
@@ -275,7 +362,7 @@ class Layout:
     def triplets(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(row, col, pos) numpy arrays of all valid slots (for tests and debugging)."""
         rs, cs, ps = [], [], []
-        for b in self.buckets:
+        for b in self._all_buckets():
             v = np.asarray(b.valid)
             rows = np.broadcast_to(np.asarray(b.rows)[..., None], v.shape)
             rs.append(rows[v]); cs.append(np.asarray(b.cols)[v]); ps.append(np.asarray(b.pos)[v])
@@ -283,7 +370,7 @@ class Layout:
         return cat(rs), cat(cs), cat(ps)
 
 
-jax.tree_util.register_dataclass(Layout, data_fields=["buckets", "inverse"],
+jax.tree_util.register_dataclass(Layout, data_fields=["buckets", "inverse", "segments"],
                                  meta_fields=["n_rows", "n_cols", "nnz", "kind", "dim"])
 
 
@@ -356,7 +443,7 @@ def optimal_boundaries(lens: np.ndarray, n_buckets: int,
 def build_layout(row: np.ndarray, col: np.ndarray, n_rows: int, n_cols: int, *,
                  dim: int = 64, max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
                  growth: float = 2.0, boundaries: str = "optimal",
-                 kind: str = "") -> Layout:
+                 kind: str = "", segment_width: int | None = None) -> Layout:
     """Build the bucketed layout of the sparse matrix with entries ``(row[k], col[k])``.
 
     Args:
@@ -371,8 +458,13 @@ def build_layout(row: np.ndarray, col: np.ndarray, n_rows: int, n_cols: int, *,
         boundaries that minimise the padded slots (:func:`optimal_boundaries`); never more
         padding than the grid. ``"geometric"``: the grid itself.
       kind: "items", "users" or "" (recorded for validation by the solvers).
+      segment_width: rows with more entries than this become :class:`Segments` of this many
+        slots (their padding: under one segment per row), and the other rows get one bucket
+        fewer than the grid fills, so the kernel instances do not grow. None: no segments.
     """
     check_range("growth", growth, low=1.0, low_open=True)
+    if segment_width is not None:
+        check_range("segment_width", segment_width, low=1, integer=True)
     if boundaries not in ("optimal", "geometric"):
         raise ConfigError(f"boundaries must be 'optimal' or 'geometric', got {boundaries!r}")
     check_range("dim", dim, low=1, integer=True)
@@ -396,40 +488,35 @@ def build_layout(row: np.ndarray, col: np.ndarray, n_rows: int, n_cols: int, *,
     inverse = np.empty(n_rows, np.int64)
     inverse.fill(-1)
     offset = 0
+    segments = None
     if nnz:
-        bounds = _boundaries(int(lens.max()), growth)
-        if boundaries == "optimal":
-            # as many buckets as the geometric grid fills, placed where the rows are
-            grid_bid = np.searchsorted(bounds, lens, side="left")
-            widths = [int(lens[grid_bid == k].max()) for k in np.unique(grid_bid)]
-            bounds = optimal_boundaries(lens, len(widths), include=np.asarray(widths))
+        bounds = _grid_or_optimal(lens, growth, boundaries)
+        short = nonempty
+        is_long = (lens > segment_width if segment_width is not None
+                   else np.zeros(len(lens), bool))
+        if is_long.any():
+            # one kernel instance goes to the segments, the short rows get the rest; kept only
+            # if it pads less (a row just over W pads more as two segments than in a bucket)
+            n_inst = len(bounds)
+            s_lens = lens[~is_long]
+            s_bounds = (np.zeros(0, np.int64) if not len(s_lens) else
+                        optimal_boundaries(s_lens, max(1, n_inst - 1))
+                        if boundaries == "optimal" else _boundaries(int(s_lens.max()), growth))
+            W = int(segment_width)
+            seg_slots = int(np.sum(-(-lens[is_long] // W))) * W
+            if _slots(s_lens, s_bounds) + seg_slots < _slots(lens, bounds):
+                segments = _make_segments(nonempty[is_long], indptr, counts, order, col, dim,
+                                          max_chunk_bytes, W)
+                short, bounds = nonempty[~is_long], s_bounds
+        lens = counts[short]
         bid = np.searchsorted(bounds, lens, side="left")
         for k in np.unique(bid):
-            r = nonempty[bid == k]                   # ascending row ids
-            ln = counts[r]
-            width = int(ln.max())
-            per_row = 4 * (2 * width * dim + dim * dim + 3 * width)
-            cap = max(1, int(max_chunk_bytes // per_row))
-            n_b = len(r)
-            n_chunks = -(-n_b // cap)
-            chunk_rows = -(-n_b // n_chunks)          # balanced chunks
-            total = n_chunks * chunk_rows
-            slot = np.arange(width)[None, :]
-            valid = slot < ln[:, None]
-            src = np.where(valid, indptr[r][:, None] + slot, 0)
-            pos = np.where(valid, order[src], 0)
-            cols = np.where(valid, col[pos], 0)
-            pad = total - n_b
-            rows_p = np.concatenate([r, np.zeros(pad, np.int64)])
-            pad2 = lambda a: np.concatenate([a, np.zeros((pad, width), a.dtype)])
-            inverse[r] = offset + np.arange(n_b)
+            r = short[bid == k]                      # ascending row ids
+            bucket, total = _make_bucket(r, indptr[r], counts[r], order, col, dim,
+                                         max_chunk_bytes)
+            inverse[r] = offset + np.arange(len(r))
             offset += total
-            shp = (n_chunks, chunk_rows, width)
-            buckets.append(Bucket(
-                rows=jnp.asarray(rows_p.reshape(n_chunks, chunk_rows), jnp.int32),
-                cols=jnp.asarray(pad2(cols).reshape(shp), jnp.int32),
-                pos=jnp.asarray(pad2(pos).reshape(shp), jnp.int32),
-                valid=jnp.asarray(pad2(valid).reshape(shp), jnp.bool_)))
+            buckets.append(bucket)
     if not buckets:
         # no entries: one empty chunk keeps every kernel's code path (and output shapes) valid
         z = jnp.zeros((1, 1, 1), jnp.int32)
@@ -438,7 +525,74 @@ def build_layout(row: np.ndarray, col: np.ndarray, n_rows: int, n_cols: int, *,
         offset = 1
     inverse[inverse < 0] = offset                     # empty rows -> appended zero row
     return Layout(buckets=tuple(buckets), inverse=jnp.asarray(inverse, jnp.int32),
-                  n_rows=int(n_rows), n_cols=int(n_cols), nnz=int(nnz), kind=kind, dim=int(dim))
+                  n_rows=int(n_rows), n_cols=int(n_cols), nnz=int(nnz), kind=kind, dim=int(dim),
+                  segments=segments)
+
+
+def _grid_or_optimal(lens: np.ndarray, growth: float, boundaries: str) -> np.ndarray:
+    """Bucket boundaries of rows of lengths ``lens``: the geometric grid, or (``"optimal"``)
+    as many buckets as the grid fills, placed where the rows are (:func:`optimal_boundaries`,
+    never more padding than the grid)."""
+    bounds = _boundaries(int(lens.max()), growth)
+    if boundaries != "optimal":
+        return bounds
+    grid_bid = np.searchsorted(bounds, lens, side="left")
+    widths = [int(lens[grid_bid == k].max()) for k in np.unique(grid_bid)]
+    return optimal_boundaries(lens, len(widths), include=np.asarray(widths))
+
+
+def _slots(lens: np.ndarray, bounds: np.ndarray) -> int:
+    """Slots of rows of lengths ``lens`` in buckets ``bounds`` (each bucket as wide as its
+    longest row; chunk padding not counted)."""
+    if not len(lens):
+        return 0
+    bid = np.searchsorted(bounds, lens, side="left")
+    return int(sum(int(lens[bid == k].max()) * int((bid == k).sum()) for k in np.unique(bid)))
+
+
+def _make_bucket(row_ids, starts, lens, order, col, dim: int, max_chunk_bytes: int
+                 ) -> tuple[Bucket, int]:
+    """One bucket of the rows (or segments) ``row_ids`` whose entries are
+    ``order[starts[k] : starts[k] + lens[k]]``, width ``max(lens)``, in balanced chunks under
+    ``max_chunk_bytes``. Returns the bucket and its number of chunk rows (pad rows included)."""
+    width = int(lens.max())
+    per_row = 4 * (2 * width * dim + dim * dim + 3 * width)
+    cap = max(1, int(max_chunk_bytes // per_row))
+    n_b = len(row_ids)
+    n_chunks = -(-n_b // cap)
+    chunk_rows = -(-n_b // n_chunks)          # balanced chunks
+    total = n_chunks * chunk_rows
+    slot = np.arange(width)[None, :]
+    valid = slot < lens[:, None]
+    src = np.where(valid, starts[:, None] + slot, 0)
+    pos = np.where(valid, order[src], 0)
+    cols = np.where(valid, col[pos], 0)
+    pad = total - n_b
+    rows_p = np.concatenate([row_ids, np.zeros(pad, np.int64)])
+    pad2 = lambda a: np.concatenate([a, np.zeros((pad, width), a.dtype)])
+    shp = (n_chunks, chunk_rows, width)
+    return Bucket(rows=jnp.asarray(rows_p.reshape(n_chunks, chunk_rows), jnp.int32),
+                  cols=jnp.asarray(pad2(cols).reshape(shp), jnp.int32),
+                  pos=jnp.asarray(pad2(pos).reshape(shp), jnp.int32),
+                  valid=jnp.asarray(pad2(valid).reshape(shp), jnp.bool_)), total
+
+
+def _make_segments(long_rows, indptr, counts, order, col, dim: int, max_chunk_bytes: int,
+                   width: int) -> Segments:
+    """:class:`Segments` of ``long_rows``: row ``i`` becomes ``⌈n_i / width⌉`` segments of
+    ``width`` consecutive entries (the last one shorter)."""
+    n_seg = -(-counts[long_rows] // width)
+    seg_local = np.repeat(np.arange(len(long_rows)), n_seg)
+    first = np.repeat(np.cumsum(n_seg) - n_seg, n_seg)
+    k = np.arange(len(seg_local)) - first                    # segment number within its row
+    seg_row = long_rows[seg_local]
+    starts = indptr[seg_row] + k * width
+    lens = np.minimum(width, indptr[seg_row + 1] - starts)
+    bucket, total = _make_bucket(seg_row, starts, lens, order, col, dim, max_chunk_bytes)
+    local = np.concatenate([seg_local, np.full(total - len(seg_local), len(long_rows))])
+    return Segments(bucket=bucket,
+                    local=jnp.asarray(local.reshape(bucket.rows.shape), jnp.int32),
+                    rows=jnp.asarray(long_rows, jnp.int32))
 
 
 def task_layout(ratings, **kwargs) -> Layout:
@@ -455,13 +609,23 @@ def user_layout(ratings, **kwargs) -> Layout:
                         kind="users", **kwargs)
 
 
-def require_kind(layout: Layout, kind: str, what: str) -> None:
+def require_kind(layout: Layout, kind: str, what: str, segments_ok: bool = False) -> None:
+    """Refuse a layout of the wrong kind, or a segmented one where the kernel would miss its
+    long rows (only kernels of additive row statistics pass ``segments_ok``)."""
     if not isinstance(layout, Layout):
         raise ConfigError(f"{what} needs a dpmt.solvers.layout.Layout (got {type(layout)!r})")
+    require_unsegmented(layout, what, segments_ok)
     if layout.kind and layout.kind != kind:
         builder = "task_layout" if kind == "items" else "user_layout"
         raise ConfigError(f"{what} needs a layout with one row per {kind[:-1]} "
                           f"(build it with {builder}); got a '{layout.kind}' layout")
+
+
+def require_unsegmented(layout: Layout, what: str, segments_ok: bool = False) -> None:
+    """A segmented layout (:class:`Segments`) only where the kernel reads the segments."""
+    if not segments_ok and getattr(layout, "segments", None) is not None:
+        raise ConfigError(f"{what} does not read segmented rows: build the layout without "
+                          "segment_width")
 
 
 def gather_slots(arr: jax.Array | None, chunk: Chunk, default: float = 1.0) -> jax.Array:

@@ -121,6 +121,9 @@ def _check_path(encoder, layout: Layout, mesh=None) -> str:
     layout = _base(layout)
     if not isinstance(layout, Layout):
         raise ConfigError(f"noisy GD needs a dpmt.solvers.layout.Layout (got {type(layout)!r})")
+    if layout.segments is not None:
+        raise ConfigError("noisy GD does not read segmented rows: build the layout without "
+                          "segment_width")
     if layout.kind == "items":
         if not isinstance(encoder, EmbeddingEncoder):
             raise ConfigError("a task layout (rows = items) drives the fast embedding-table "

@@ -46,7 +46,8 @@ from jax.sharding import PartitionSpec as P
 
 from dpmt.errors import ConfigError, check_range
 from dpmt.solvers import ssp
-from dpmt.solvers.layout import Bucket, Layout, count_trace, map_row_blocks, require_kind
+from dpmt.solvers.layout import (Bucket, Layout, count_trace, map_row_blocks, require_kind,
+                                 require_unsegmented)
 from dpmt.solvers.user_step import clip_rows, solve_block, system_base
 
 AXIS = "rows"
@@ -177,6 +178,7 @@ def pad_layout(layout: Layout, multiple: int) -> Layout:
 def shard_layout(layout: Layout, mesh: Mesh) -> ShardedLayout:
     """Pad ``layout`` (:func:`pad_layout`) and place it row-sharded on ``mesh``: bucket arrays
     ``P(None, axis[, None])``, ``inverse`` replicated, unrated rows ``P(axis)``."""
+    require_unsegmented(layout, "shard_layout")
     axis = axis_name(mesh)
     D = mesh.devices.size
     empty = ssp.empty_rows(layout).astype(np.int64)

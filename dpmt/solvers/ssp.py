@@ -103,11 +103,13 @@ def weighted_statistics(layout: Layout, X: jax.Array, weights: jax.Array | None 
       without ratings.
     """
     count_trace("weighted_statistics")
-    require_kind(layout, "items", "weighted_statistics")
+    require_kind(layout, "items", "weighted_statistics", segments_ok=True)
     X = jnp.asarray(X, jnp.float32)
     d = X.shape[-1]
-    return layout.assemble(layout.map_chunks(lambda c: map_row_blocks(
-        lambda sc: _chunk_statistics(sc, X, weights, labels), c, dim=d)))
+    stats = lambda c: map_row_blocks(lambda sc: _chunk_statistics(sc, X, weights, labels), c,
+                                     dim=d)
+    long = None if layout.segments is None else layout.segment_sums(stats)
+    return layout.assemble(layout.map_chunks(stats), long)
 
 
 def _chunk_statistics(c: Chunk, X, weights, labels):
@@ -448,7 +450,7 @@ def ssp_item_step(layout: Layout, X: jax.Array, weights: jax.Array | None,
     Same result as ``ssp_solve(*weighted_statistics(...), ...)`` up to float32 round-off.
     ``psd``: as in :func:`ssp_solve` ("shift": the shift uses ``m = layout.n_rows``).
     """
-    require_kind(layout, "items", "ssp_item_step")
+    require_kind(layout, "items", "ssp_item_step", segments_ok=True)
     _check_psd(psd)
     _check_reg(reg)
     noiseless = all(isinstance(s, (int, float)) and s == 0 for s in (sigma_A, sigma_b))
@@ -483,8 +485,11 @@ def solve_block_rows(d: int) -> int:
 
 
 def empty_rows(layout: Layout) -> np.ndarray:
-    """int32 indices of the layout's rows without entries (items nobody rated)."""
-    return np.flatnonzero(np.asarray(layout.inverse) == layout.total_rows).astype(np.int32)
+    """int32 indices of the layout's rows without entries (items nobody rated); a segmented
+    layout's long rows also map to the zero row, and are not empty."""
+    empty = np.asarray(layout.inverse) == layout.total_rows
+    empty[layout.long_rows] = False
+    return np.flatnonzero(empty).astype(np.int32)
 
 
 def private_item_solve_chunk(c: Chunk, X, weights, labels, key, sigma_A, sigma_b, reg, extra_p,
@@ -530,9 +535,17 @@ def _private_item_step(layout, X, weights, labels, key, sigma_A, sigma_b, reg, e
     extra_p = None if extra is None else project_psd(extra)
     shift = spectral_shift(sigma_A, d, layout.n_rows) if psd == "shift" else None
     kw = dict(psd=psd, batch_size=batch_size, noisy=noisy, shift=shift)
+    long = None
+    if layout.segments is not None:
+        # long rows: their segments' statistics summed, then noise and solve per row (the
+        # same noise, keyed by the row, as a row of a bucket would get)
+        A, b = layout.segment_sums(lambda c: map_row_blocks(
+            lambda sc: _chunk_statistics(sc, X, weights, labels), c, dim=d))
+        long = private_rows_solve(A, b, layout.segments.rows.astype(jnp.uint32), key, sigma_A,
+                                  sigma_b, reg, extra_p, **kw)
     theta = layout.assemble(layout.map_chunks(
         lambda c: private_item_solve_chunk(c, X, weights, labels, key, sigma_A, sigma_b, reg,
-                                           extra_p, **kw)))
+                                           extra_p, **kw)), long)
     if empty.shape[0]:   # unrated items: θ = (Π(E_i) + extra + λI)⁻¹ e_i (or E_i + sI)
         k = empty.shape[0]
         th = private_rows_solve(jnp.zeros((k, d, d), jnp.float32), jnp.zeros((k, d), jnp.float32),

@@ -123,7 +123,10 @@ def make_steps(cfg: TrainConfig, train, weights, *, labels=None, item_features=N
     from dpmt.solvers import layout as layout_mod
     if cfg.reg is None:          # fit() resolves it by rule first; a direct caller gets λ = 3
         cfg = cfg.replace(reg=BASE_REG)
-    items = layout_mod.task_layout(train, dim=cfg.dim)
+    # segments (long item rows cut in fixed-width pieces: less padding) serve the SSP item
+    # step on one device; noisy GD and the sharded steps read plain buckets
+    segment = layout_mod.SEGMENT_WIDTH if cfg.solver == "ssp" and devices == 1 else None
+    items = layout_mod.task_layout(train, dim=cfg.dim, segment_width=segment)
     users = layout_mod.user_layout(train, dim=cfg.dim)
     mesh = None
     if devices > 1:

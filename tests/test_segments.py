@@ -1,0 +1,130 @@
+"""Segmented item layouts: long rows cut into fixed-width segments (SSP item step only)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dpmt.config import TrainConfig
+from dpmt.data.ratings import Ratings
+from dpmt.errors import ConfigError
+from dpmt.solvers import layout as lay
+from dpmt.solvers import ssp
+from dpmt.solvers.layout import task_layout, user_layout
+from dpmt.solvers.user_step import solve_users
+
+W = 16
+
+
+def skewed(n_users=300, n_items=60, seed=0):
+    """A few items rated by most users (rows ≫ W), a tail of short rows, one unrated item."""
+    rng = np.random.default_rng(seed)
+    p = 1.0 / np.arange(1, n_items) ** 1.2
+    users, items = [], []
+    for j in range(n_users):
+        k = rng.integers(2, 12)
+        it = rng.choice(n_items - 1, size=k, replace=False, p=p / p.sum())
+        users.append(np.full(k, j)); items.append(it)
+    u, i = np.concatenate(users), np.concatenate(items)
+    return Ratings(u, i, np.ones(len(u), np.float32), np.arange(n_users), np.arange(n_items))
+
+
+R = skewed()
+PLAIN = task_layout(R, dim=4)
+SEG = task_layout(R, dim=4, segment_width=W)
+COUNTS = np.bincount(R.item, minlength=R.n_items)
+
+
+def test_every_rating_is_in_exactly_one_slot_and_long_rows_are_segmented():
+    r, c, p = SEG.triplets()
+    np.testing.assert_array_equal(np.sort(p), np.arange(R.nnz))
+    np.testing.assert_array_equal(np.asarray(R.item)[p], r)
+    np.testing.assert_array_equal(np.asarray(R.user)[p], c)
+    np.testing.assert_array_equal(SEG.long_rows, np.flatnonzero(COUNTS > W))
+    assert SEG.segments.width == W
+    # a long row has ⌈n_i / W⌉ segments; short rows sit in buckets no wider than W
+    seg_rows = np.asarray(SEG.segments.bucket.rows)[np.asarray(SEG.segments.bucket.valid)
+                                                    .any(-1)]
+    np.testing.assert_array_equal(np.bincount(seg_rows, minlength=R.n_items)[SEG.long_rows],
+                                  -(-COUNTS[SEG.long_rows] // W))
+    assert max(b.width for b in SEG.buckets) <= W
+    # less padding, no more kernel instances than the plain layout
+    assert SEG.padding_overhead < PLAIN.padding_overhead
+    assert len(SEG.buckets) + 1 <= len(PLAIN.buckets)
+    # the unrated item is empty; the long rows (which map to the zero row too) are not
+    np.testing.assert_array_equal(ssp.empty_rows(SEG), np.flatnonzero(COUNTS == 0))
+
+
+def test_without_long_rows_the_layout_is_unchanged():
+    L = task_layout(R, dim=4, segment_width=int(COUNTS.max()))
+    assert L.segments is None and L.padded_slots == PLAIN.padded_slots
+
+
+def _inputs(seed=0):
+    k = jax.random.split(jax.random.PRNGKey(seed), 3)
+    X = 0.1 * jax.random.normal(k[0], (R.n_users, 4))
+    w = jax.random.uniform(k[1], (R.nnz,), minval=0.1, maxval=1.0)
+    y = jax.random.uniform(k[2], (R.nnz,), minval=-1.0, maxval=1.0)
+    return X, w, y
+
+
+def test_statistics_and_the_private_item_step_match_the_plain_layout():
+    X, w, y = _inputs()
+    A1, b1 = ssp.weighted_statistics(PLAIN, X, w, y)
+    A2, b2 = ssp.weighted_statistics(SEG, X, w, y)
+    np.testing.assert_allclose(A2, A1, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(b2, b1, rtol=1e-5, atol=1e-6)
+    key = jax.random.PRNGKey(3)
+    for psd in ("project", "shift"):
+        t1 = np.asarray(ssp.ssp_item_step(PLAIN, X, w, y, key, 0.4, 0.3, 1.0, psd=psd))
+        t2 = np.asarray(ssp.ssp_item_step(SEG, X, w, y, key, 0.4, 0.3, 1.0, psd=psd))
+        # same noise per item (keyed by the item), same statistics up to summation order
+        np.testing.assert_allclose(t2, t1, rtol=1e-4, atol=1e-5)
+        assert np.abs(t2[SEG.long_rows]).sum() > 0
+    # noiseless (ALS) too
+    t1 = ssp.ssp_item_step(PLAIN, X, w, y, None, 0.0, 0.0, 1.0)
+    t2 = ssp.ssp_item_step(SEG, X, w, y, None, 0.0, 0.0, 1.0)
+    np.testing.assert_allclose(t2, t1, rtol=1e-4, atol=1e-5)
+
+
+def test_kernels_that_would_miss_the_long_rows_refuse_a_segmented_layout():
+    from dpmt.solvers import sharding
+    from dpmt.solvers.noisy_gd import clipped_gradient_sum
+
+    seg_users = lay.build_layout(R.user, R.item, R.n_users, R.n_items, dim=4, kind="users",
+                                 segment_width=2)
+    assert seg_users.segments is not None
+    with pytest.raises(ConfigError, match="segment"):
+        solve_users(seg_users, jnp.zeros((R.n_items, 4)))
+    mesh = sharding.make_mesh(1)
+    with pytest.raises(ConfigError, match="segment"):
+        sharding.shard_layout(SEG, mesh)
+    from dpmt.solvers.encoders import EmbeddingEncoder
+
+    enc = EmbeddingEncoder(R.n_items, 4)
+    params = enc.init(jax.random.PRNGKey(0), jnp.arange(R.n_items))
+    X, w, y = _inputs()
+    with pytest.raises(ConfigError, match="segment"):
+        clipped_gradient_sum(enc, params, SEG, X, w, y, 1.0)
+
+
+def test_make_steps_segments_the_ssp_item_layout_only():
+    from dpmt.solvers.steps import make_steps
+
+    big = skewed(n_users=4000, n_items=40)      # head items: 700-3500 ratings (segments pay)
+    assert np.bincount(big.item).max() > lay.SEGMENT_WIDTH
+    w = np.ones(big.nnz, np.float32)
+    ssp_steps = make_steps(TrainConfig(solver="ssp", dim=4), big, w)
+    assert ssp_steps.items.segments is not None and ssp_steps.users.segments is None
+    gd_steps = make_steps(TrainConfig(solver="gd", dim=4), big, w)
+    assert gd_steps.items.segments is None
+
+
+def test_segments_are_used_only_where_they_pad_less():
+    # every row has W + 1 entries: two segments would pad to 2W, one bucket pads nothing
+    n = W + 1
+    users = np.tile(np.arange(n), 5)
+    items = np.repeat(np.arange(5), n)
+    r = Ratings(users, items, np.ones(len(users), np.float32), np.arange(n), np.arange(5))
+    L = task_layout(r, dim=4, segment_width=W)
+    assert L.segments is None and L.padding_overhead == 1.0
