@@ -80,6 +80,14 @@ SWEEPS["synth50k-reg-eps1"] = (SWEEPS["synth50k"][0], (0,), (1.0,), [
 SWEEPS["ml100k-reg-edge"] = (TrainConfig(split="heldout-users"), (0, 1, 2), (1.0, 2.0, 5.0), [
     {**_GD4, "weights": "uniform"}, {**_GD4, "weights": "uniform", "reg": 5.0},
     {**_GD4, "weights": "uniform", "reg": 10.0}])
+# Poisson-sampled noisy GD (amplification by sampling): the same number of users seen per
+# sweep as 20 full-batch steps, at rates ½ and ¼ with 2x and 4x the steps
+_POISSON = [{**_GD4, "weights": "uniform"}] + [
+    {**_GD4, "weights": "uniform", "gd": dict(optimizer="adam", learning_rate=0.01,
+                                              steps=int(20 / q), sampling_rate=q)}
+    for q in (0.5, 0.25)]
+SWEEPS["ml100k-poisson"] = (TrainConfig(split="heldout-users"), (0, 1, 2), (1.0, 5.0, 20.0),
+                            _POISSON)
 ETAS = (0.0, 0.25, 0.5, 1.0, 2.0)
 
 

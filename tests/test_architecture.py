@@ -187,3 +187,24 @@ print('ok', before, after)
                        cwd=ROOT, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.startswith("ok")
+
+
+def test_compiled_code_is_released_when_the_process_nears_the_mapping_limit():
+    """quality / tune / compare fit hundreds of models in one process; every XLA:CPU
+    executable holds memory mappings, and at vm.max_map_count LLVM fails."""
+    import jax
+    import jax.numpy as jnp
+
+    from dpmt import runtime
+
+    m = runtime.memory_maps()
+    if m is None:
+        pytest.skip("no /proc here")
+    before = m[0]
+    for i in range(40):
+        jax.jit(lambda x, i=i: jnp.sin(x) * i)(jnp.ones(i + 2)).block_until_ready()
+    grown = runtime.memory_maps()[0]
+    assert grown > before                                   # compiled code holds mappings
+    assert not runtime.release_compiled_code(share=1.0)     # below the limit: nothing done
+    assert runtime.release_compiled_code(share=0.0)         # cleared...
+    assert runtime.memory_maps()[0] < grown                 # ...and the mappings came back

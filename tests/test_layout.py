@@ -197,7 +197,9 @@ def test_optimal_layout_pads_less_than_the_grid_with_as_many_buckets():
     gid = np.searchsorted(grid, lens, side="left")
     widths = np.asarray([lens[gid == k].max() for k in np.unique(gid)])
     got = lay.optimal_boundaries(lens, len(widths), include=widths)
-    assert len(np.unique(lens)) > lay._MAX_CANDIDATES
+    from dpmt.solvers.boundaries import _MAX_CANDIDATES
+
+    assert len(np.unique(lens)) > _MAX_CANDIDATES
     assert _padded(lens, got) <= _padded(lens, grid)
     with pytest.raises(ConfigError):
         build_layout([0], [0], 1, 1, boundaries="quantile")

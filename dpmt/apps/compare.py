@@ -21,6 +21,7 @@ from dpmt.config import TrainConfig
 from dpmt.errors import ConfigError
 from dpmt._io import atomic_write_bytes, atomic_write_text
 from dpmt.privacy.ledger import PRIVACY_UNIT
+from dpmt.runtime import release_compiled_code
 
 METRIC = "recall@20"
 
@@ -136,6 +137,7 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
                 m = popularity_metrics(split.train, es)
                 eps, compile_s = math.inf, 0.0
             else:
+                release_compiled_code()  # many fits in one process (dpmt.runtime)
                 res = fit(split.train, p.config.replace(seed=int(seed)), test=es,
                           execution=quiet)
                 m, compile_s = res.metrics, res.compile_seconds

@@ -38,6 +38,7 @@ import numpy as np
 from dpmt.config import TrainConfig
 from dpmt.errors import ConfigError, DataError, PrivacyBudgetError, check_range
 from dpmt.privacy.ledger import PRIVACY_UNIT, PrivacyLedger, Selection
+from dpmt.runtime import release_compiled_code
 
 DESCRIPTION = (
     "Train a grid of candidate configurations (--grid FIELD=V1,V2,...) on the training users "
@@ -315,6 +316,7 @@ def tune(spec: Spec, out, *, execution=None, resume: bool = False,
             bar = tqdm(total=len(draws), desc=f"tune ({spec.mode})", unit="run")
         best, reps = None, []
         for r, (c, seed, g) in enumerate(draws):
+            release_compiled_code()      # many fits in one process (dpmt.runtime)
             model = fit(split.train, configs[c].replace(seed=seed), execution=quiet)
             o = evaluate(model, split.train, split.validation)["overall"]
             recall = float(o["recall@20"]) if o["users"] else 0.0
