@@ -7,6 +7,11 @@ inputs, interleaved over ``rounds`` rounds (best of each), after one compiling c
 also checks that the two give the same θ (same noise per item; float32 summation order).
 
     python experiments/segments_bench.py [N=20000263] [d=64] [rounds=3]
+
+Measured on 2026-12-01 (2 cores, quiet), N = 20,000,263 (138,493 users, 26,744 items):
+padding 1.395 → 1.111 (10 buckets + segments of 512 for 6,281 long rows, against 11
+buckets); item step d = 64: 5.19 s → 4.29 s (1.21x), d = 128: 13.93 s → 11.31 s (1.23x),
+compile time unchanged (17.9 / 17.2 s and 21.0 / 20.8 s); max |Δθ| / max |θ| ≈ 6.5e-7.
 """
 
 import sys
