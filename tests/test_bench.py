@@ -56,7 +56,13 @@ def tiny(tmp_path_factory):
     bench.add_arguments(p)
     args = p.parse_args(["--interactions", "20000", "--dim", "4", "--json", str(path),
                          "--iterations", "1", "--quiet", "--matmul-size", "512"])
-    assert bench.run(args) == 0
+    # segments of 8 (not 512) so that this small run has segmented SSP item rows, as the
+    # ML-20M-scale runs do, with noisy GD on the plain layout beside them
+    from dpmt.solvers import layout
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(layout, "SEGMENT_WIDTH", 8)
+        assert bench.run(args) == 0
     return json.loads(path.read_text())
 
 
@@ -78,6 +84,7 @@ def test_tiny_run_writes_every_field_the_report_and_the_scaling_check_read(tiny)
     assert len(r["compilations_per_iteration"]) == 2 and r["compilations_per_iteration"][1] == {}
     # the default item solve is timed, and the reference's projected one on the same inputs
     assert r["item_solve"] == "shift" and r["item_step_compare"]["item_solve"] == "project"
+    assert r["padding"]["item_segment_width"] == 8 and r["padding"]["item_long_rows"] > 0
     assert r["compilations_per_iteration"][0].get("ssp_item_step") == 1
     assert r["compilations_per_iteration"][0].get("ssp_item_step_shift") == 1
     assert r["iteration_seconds"] == pytest.approx(
