@@ -528,16 +528,17 @@ def require_kind(layout: Layout, kind: str, what: str, segments_ok: bool = False
     long rows (only kernels of additive row statistics pass ``segments_ok``)."""
     if not isinstance(layout, Layout):
         raise ConfigError(f"{what} needs a dpmt.solvers.layout.Layout (got {type(layout)!r})")
-    require_unsegmented(layout, what, segments_ok)
+    if not segments_ok:
+        require_unsegmented(layout, what)
     if layout.kind and layout.kind != kind:
         builder = "task_layout" if kind == "items" else "user_layout"
         raise ConfigError(f"{what} needs a layout with one row per {kind[:-1]} "
                           f"(build it with {builder}); got a '{layout.kind}' layout")
 
 
-def require_unsegmented(layout: Layout, what: str, segments_ok: bool = False) -> None:
-    """A segmented layout (:class:`Segments`) only where the kernel reads the segments."""
-    if not segments_ok and getattr(layout, "segments", None) is not None:
+def require_unsegmented(layout: Layout, what: str) -> None:
+    """Refuse a segmented layout (:class:`Segments`) where ``what`` does not read segments."""
+    if getattr(layout, "segments", None) is not None:
         raise ConfigError(f"{what} does not read segmented rows: build the layout without "
                           "segment_width")
 

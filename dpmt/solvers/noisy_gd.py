@@ -52,7 +52,7 @@ from dpmt.errors import ConfigError, check_range
 from dpmt.solvers import sharding
 from dpmt.solvers.encoders import EmbeddingEncoder
 from dpmt.solvers.layout import (DEFAULT_MAX_CHUNK_BYTES, Chunk, Layout, count_trace,
-                                 gather_slots)
+                                 gather_slots, require_unsegmented)
 
 _HI = jax.lax.Precision.HIGHEST
 Loss = Callable[[jax.Array, jax.Array], jax.Array]
@@ -121,9 +121,7 @@ def _check_path(encoder, layout: Layout, mesh=None) -> str:
     layout = _base(layout)
     if not isinstance(layout, Layout):
         raise ConfigError(f"noisy GD needs a dpmt.solvers.layout.Layout (got {type(layout)!r})")
-    if layout.segments is not None:
-        raise ConfigError("noisy GD does not read segmented rows: build the layout without "
-                          "segment_width")
+    require_unsegmented(layout, "noisy GD")
     if layout.kind == "items":
         if not isinstance(encoder, EmbeddingEncoder):
             raise ConfigError("a task layout (rows = items) drives the fast embedding-table "
