@@ -7,6 +7,14 @@ processing, no refit), mean over seeds.
     python experiments/defaults_sweep.py ml100k-gd        # held-out users: weights × sweeps
     python experiments/defaults_sweep.py synth50k-iterations   # the same on the synthetic
     python experiments/defaults_sweep.py synth50k    # the 50k-user synthetic, 1 seed
+    python experiments/defaults_sweep.py synth50k-budget | synth50k-reg | synth50k-reg-eps1
+    python experiments/defaults_sweep.py ml100k-reg | ml100k-peruser-reg | ml100k-reg-edge
+    python experiments/defaults_sweep.py ml100k-poisson   # Poisson-sampled noisy GD
+
+(the λ rule's figures are in dpmt/train/defaults.py). ``ml100k-poisson`` on 2026-12-01, 3
+seeds, η = 0, full batch (20 steps) / q = ½ (40 steps) / q = ¼ (80 steps): ε = 1 0.167 /
+0.156 / 0.147, ε = 5 0.248 / 0.250 / 0.248, ε = 20 0.295 / 0.297 / 0.295 — sampling did not
+help, so the defaults stay full batch.
 
 Selection on validation here is not charged (as in the literature); it chooses defaults
 once, on these benchmark datasets, not per user dataset.
