@@ -106,6 +106,23 @@ def _base_layout(layout):
     return getattr(layout, "layout", layout)
 
 
+def _step_entry(seconds: list[float], fl: dict, peak: float) -> dict:
+    """One step's JSON entry from its per-iteration ``seconds`` (the first compiles; best and
+    median of the rest) and its FLOP counts ``fl``, against the matmul ``peak``."""
+    import numpy as np
+
+    rest = seconds[1:] or seconds[:1]
+    best = float(min(rest))
+    return {"seconds": best, "seconds_median": float(np.median(rest)),
+            "compile_seconds": max(0.0, seconds[0] - best),
+            "first_iteration_seconds": seconds[0],
+            "flops": fl["total"], "flops_real": fl["real"],
+            "flops_detail": {k: v for k, v in fl.items() if k not in ("total", "real")},
+            "achieved_flops": fl["total"] / best,
+            "fraction_of_peak": fl["total"] / best / peak,
+            "fraction_of_peak_real": fl["real"] / best / peak}
+
+
 def _std(release) -> float:
     return 0.0 if release is None else float(release.noise_std)
 
@@ -254,15 +271,7 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
     }
     for name, fl in (("item_step", fl_item), ("user_step", fl_user)) + \
             ((("item_step_compare", fl_other),) if other_steps is not None else ()):
-        best, med = steady(name)
-        out[name] = {"seconds": best, "seconds_median": med,
-                     "compile_seconds": max(0.0, rows[0][name] - best),
-                     "first_iteration_seconds": rows[0][name],
-                     "flops": fl["total"], "flops_real": fl["real"],
-                     "flops_detail": {k: v for k, v in fl.items() if k not in ("total", "real")},
-                     "achieved_flops": fl["total"] / best,
-                     "fraction_of_peak": fl["total"] / best / P,
-                     "fraction_of_peak_real": fl["real"] / best / P}
+        out[name] = _step_entry([r[name] for r in rows], fl, P)
     out["shift"] = float(spectral_shift(it0.ssp_A.noise_std, dim, train.n_items)) \
         if it0.ssp_A is not None else 0.0
     if other_steps is not None:
@@ -317,17 +326,7 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
                 noisy_n))
             gd_rows.append(sec)
             gd_traces.append(_trace_diff(before, layout_mod.trace_count()))
-        best = float(min(gd_rows[1:] or gd_rows))
-        out["gd_step"] = {"seconds": best, "seconds_median": float(np.median(gd_rows[1:] or
-                                                                            gd_rows)),
-                          "compile_seconds": max(0.0, gd_rows[0] - best),
-                          "first_iteration_seconds": gd_rows[0],
-                          "flops": fl_gd["total"], "flops_real": fl_gd["real"],
-                          "flops_detail": {k: v for k, v in fl_gd.items()
-                                           if k not in ("total", "real")},
-                          "achieved_flops": fl_gd["total"] / best,
-                          "fraction_of_peak": fl_gd["total"] / best / P,
-                          "fraction_of_peak_real": fl_gd["real"] / best / P}
+        out["gd_step"] = _step_entry(gd_rows, fl_gd, P)
         out["gd_noise_multiplier"] = gd_plan.iterations[0].gd.noise_multiplier
         out["recompilations_after_first_iteration"] += int(
             sum(sum(t.values()) for t in gd_traces[1:]))

@@ -105,11 +105,15 @@ def weighted_statistics(layout: Layout, X: jax.Array, weights: jax.Array | None 
     count_trace("weighted_statistics")
     require_kind(layout, "items", "weighted_statistics", segments_ok=True)
     X = jnp.asarray(X, jnp.float32)
-    d = X.shape[-1]
-    stats = lambda c: map_row_blocks(lambda sc: _chunk_statistics(sc, X, weights, labels), c,
-                                     dim=d)
+    stats = _chunk_statistics_fn(X, weights, labels)
     long = None if layout.segments is None else layout.segment_sums(stats)
     return layout.assemble(layout.map_chunks(stats), long)
+
+
+def _chunk_statistics_fn(X, weights, labels):
+    """``chunk -> (A, b)`` of :func:`_chunk_statistics` over cache-sized row blocks."""
+    return lambda c: map_row_blocks(lambda sc: _chunk_statistics(sc, X, weights, labels), c,
+                                    dim=X.shape[-1])
 
 
 def _chunk_statistics(c: Chunk, X, weights, labels):
@@ -539,8 +543,7 @@ def _private_item_step(layout, X, weights, labels, key, sigma_A, sigma_b, reg, e
     if layout.segments is not None:
         # long rows: their segments' statistics summed, then noise and solve per row (the
         # same noise, keyed by the row, as a row of a bucket would get)
-        A, b = layout.segment_sums(lambda c: map_row_blocks(
-            lambda sc: _chunk_statistics(sc, X, weights, labels), c, dim=d))
+        A, b = layout.segment_sums(_chunk_statistics_fn(X, weights, labels))
         long = private_rows_solve(A, b, layout.segments.rows.astype(jnp.uint32), key, sigma_A,
                                   sigma_b, reg, extra_p, **kw)
     theta = layout.assemble(layout.map_chunks(
