@@ -10,6 +10,7 @@ processing, no refit), mean over seeds.
     python experiments/defaults_sweep.py synth50k-budget | synth50k-reg | synth50k-reg-eps1
     python experiments/defaults_sweep.py ml100k-reg | ml100k-peruser-reg | ml100k-reg-edge
     python experiments/defaults_sweep.py ml100k-poisson   # Poisson-sampled noisy GD
+    python experiments/defaults_sweep.py ml100k-split | ml100k-peruser-split | synth50k-split
 
 (the λ rule's figures are in dpmt/train/defaults.py). ``ml100k-poisson`` on 2026-12-01, 3
 seeds, η = 0, full batch (20 steps) / q = ½ (40 steps) / q = ¼ (80 steps): ε = 1 0.167 /
@@ -96,6 +97,18 @@ _POISSON = [{**_GD4, "weights": "uniform"}] + [
     for q in (0.5, 0.25)]
 SWEEPS["ml100k-poisson"] = (TrainConfig(split="heldout-users"), (0, 1, 2), (1.0, 5.0, 20.0),
                             _POISSON)
+# the budget split (issue 10): the reference uses one noise scale for every release. The
+# defaults with the counts' noise std at ½, 2 and 4 times the others' (a larger ratio leaves
+# more of the budget to the iterations); on the synthetic also SSP's b̂ against Â
+_SPLIT = [{}] + [dict(count_noise_ratio=r) for r in (0.5, 2.0, 4.0)]
+SWEEPS["ml100k-split"] = (TrainConfig(split="heldout-users"), (0, 1, 2), (1.0, 5.0, 20.0),
+                          _SPLIT)
+SWEEPS["ml100k-peruser-split"] = (TrainConfig(split="per-user"), (0, 1, 2), (1.0, 5.0, 20.0),
+                                  _SPLIT)
+SWEEPS["synth50k-split"] = (SWEEPS["synth50k"][0], (0,), (1.0, 5.0, 20.0), _SPLIT + [
+    dict(solver="ssp", dim=32, reg=10.0, iterations=4),
+    dict(solver="ssp", dim=32, reg=10.0, iterations=4, b_noise_ratio=0.5),
+    dict(solver="ssp", dim=32, reg=10.0, iterations=4, b_noise_ratio=2.0)])
 ETAS = (0.0, 0.25, 0.5, 1.0, 2.0)
 
 
