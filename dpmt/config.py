@@ -33,6 +33,7 @@ ACCOUNTANTS = ("pld", "rdp")
 OPTIMIZERS = ("sgd", "adam")
 ITEM_SOLVES = ("project", "shift")
 ON_DUPLICATE = ("error", "keep-last")
+INITS = ("random", "spectral")
 
 #: bumped when a serialised config changes meaning (saved models record it)
 CONFIG_VERSION = 2
@@ -40,6 +41,8 @@ CONFIG_VERSION = 2
 BIG = 1e6
 #: largest embedding dimension (the d × d item systems; beyond it memory alone refuses)
 MAX_DIM = 4096
+#: largest K of the spectral start (a K × K release and eigendecomposition)
+MAX_SPECTRAL_ITEMS = 16_384
 
 
 def _f(default, help: str, group: str, *, choices=None, flag: str | None = None,
@@ -158,6 +161,14 @@ class TrainConfig:
                           "sensitivity of every item-step release)", "model")
     init_scale: float = _f(0.1, "scale of the data-independent initial item embeddings",
                            "model")
+    init: str = _f("random", "initial item embeddings: random (data-independent) or "
+                   "spectral (the top-d eigenvectors of a private, noisy co-occurrence of the "
+                   "--spectral-items most popular items by the released counts: one more "
+                   "release, calibrated and charged with the others; issue 10)", "model",
+                   choices=INITS)
+    spectral_items: int = _f(2048, "K: how many of the most popular items (by released "
+                             "counts) the spectral start's co-occurrence covers (a K × K "
+                             "release and one eigendecomposition)", "model")
     popularity_prior: float | None = _f(None, "η, weight of the popularity prior in the "
                                         "scores s_i = ⟨u, v_i⟩ + η·‖u‖·ρ_V·p_i, p = "
                                         "standardised log(1 + n̂_i) of the released counts "
@@ -234,6 +245,10 @@ class TrainConfig:
         check_range("gravity", self.gravity, low=0.0, high=BIG)
         check_range("user_clip", self.user_clip, low=0.0, high=BIG, low_open=True)
         check_range("init_scale", self.init_scale, low=0.0, high=BIG, low_open=True)
+        _check_choice("init", self.init, INITS)
+        # K ≤ 16384: a K × K float32 release is 1 GiB there, and its eigh takes minutes
+        check_range("spectral_items", self.spectral_items, low=1, high=MAX_SPECTRAL_ITEMS,
+                    integer=True)
         if self.popularity_prior is not None:
             check_range("popularity_prior", self.popularity_prior, low=0.0, high=BIG)
         check_range("gamma", self.gamma, low=0.0, high=BIG)
@@ -275,6 +290,9 @@ class TrainConfig:
         if self.weights in ("uniform", "tail", "auto") and not float(self.budget).is_integer():
             raise ConfigError(f"weights={self.weights!r} samples k = budget items per user, so "
                               f"budget must be an integer (got {self.budget})")
+        if self.init == "spectral" and self.solver == "gd" and self.gd.encoder == "mlp":
+            raise ConfigError("init='spectral' starts the embedding table V; the MLP encoder "
+                              "(gd.encoder='mlp') does not start from V: use init='random'")
         if self.gd.encoder == "mlp" and self.solver != "gd":
             raise ConfigError("encoder='mlp' needs solver='gd' (SSP solves a linear model per "
                               "item)")
@@ -309,9 +327,11 @@ class TrainConfig:
     def needs_counts(self) -> bool:
         """Whether the run releases private task sizes (and the user count n̂): the
         non-uniform weights read them, noisy GD normalises its gradient by n̂ (the true n
-        is private under add/remove-one), and the popularity prior ranks by them."""
+        is private under add/remove-one), the popularity prior ranks by them, and the
+        spectral start picks its K items by them."""
         return self.private and (self.weights != "uniform" or self.solver == "gd"
-                                 or self.rating_offsets or self.uses_popularity_prior)
+                                 or self.rating_offsets or self.uses_popularity_prior
+                                 or self.init == "spectral")
 
     @property
     def uses_popularity_prior(self) -> bool:

@@ -23,6 +23,9 @@ for the method). This is an audit harness, outside the ``dpmt`` package; run it 
 * :func:`audit_counts` — ``dpmt.privacy.private_counts`` with the user count; canary rating
   ``k`` items (tight), or many items. Twin: per-user cap disabled and a canary rating 100·k
   items.
+* :func:`audit_spectral_init` — the spectral start's noisy co-occurrence
+  (``dpmt.solvers.spectral_init``: ``cooccurrence`` then ``release``); canary rating one item
+  (tight). Twin: the 1/√|S_j| normalisation disabled and a canary rating every item.
 * :func:`audit_mirror` — ``dpmt.online.mirror.Mirror``: activity-sequence neighbours (one
   round's activity bit flipped), release = the answers on all other rounds, score = exact
   log-likelihood ratio. Twin: a ramp designed for 10·a presented as meeting a.
@@ -50,7 +53,8 @@ from dpmt.audit import AuditResult, bernoulli_llr, epsilon_lower_bound
 from dpmt.errors import ConfigError, check_range
 
 __all__ = [
-    "audit_ssp", "audit_noisy_gd", "audit_counts", "audit_mirror", "audit_combiner",
+    "audit_ssp", "audit_noisy_gd", "audit_counts", "audit_spectral_init", "audit_mirror",
+    "audit_combiner",
     "MECHANISMS", "run_all", "repeat_rates",
 ]
 
@@ -209,6 +213,75 @@ def audit_ssp(trials: int = 4000, *, statistic: str = "A", epsilon: float = 2.0,
     return _result(f"SSP item step (stacked {statistic}-hat)", broken,
                    f"noise x{noise_factor:g}", claimed, delta, trials, s_in, s_out, confidence,
                    details)
+
+
+# ----------------------------------------------------------------------------------------
+# The private spectral start (issue 10): the noisy top-K co-occurrence
+# ----------------------------------------------------------------------------------------
+def _no_normalisation(n_in_top):
+    return np.where(np.asarray(n_in_top) > 0, 1.0, 0.0)
+
+
+def audit_spectral_init(trials: int = 4000, *, epsilon: float = 2.0, delta: float = 1e-5,
+                        broken: bool = False, n_users: int = 24, n_items: int = 8,
+                        per_user: int = 3, canary_items: int | None = None,
+                        confidence: float = 0.95, seed: int = 0, data_seed: int = 0,
+                        batch: int = 2000) -> AuditResult:
+    """Audit the spectral start's release ``Ĉ = Σ_j x_j x_jᵀ + E``
+    (``dpmt.solvers.spectral_init.cooccurrence`` then ``release``, the noisy Gramian's
+    symmetric noise), K = ``n_items`` (every item; the top-K choice reads the released
+    counts, public here).
+
+    Other users rate ``per_user`` random items. Canary (real run): one item, so
+    ``x x_ᵀ = e_i e_iᵀ`` and the upper triangle's change has norm exactly the sensitivity 1
+    (``details['canary_norm_over_sensitivity']`` = 1; a canary with s items gives
+    √((s+1)/(2s)) ≤ 1). Broken twin: the 1/√|S_j| normalisation disabled (every x_jk = 1)
+    while the noise stays calibrated to sensitivity 1, and a canary rating all ``n_items``
+    items (``‖T(ΔC)‖ = √(s(s+1)/2)``). Noise calibrated with ``dpmt.privacy.calibrate`` for one
+    release at (``epsilon``, ``delta``). Score: projection of the release's upper triangle onto
+    the canary's exact contribution (the likelihood-ratio statistic).
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from dpmt.solvers import spectral_init as si
+
+    trials = _check_trials(trials)
+    rng = np.random.default_rng(data_seed)
+    users, items = _base_ratings(rng, n_users, n_items, per_user)
+    s = (n_items if broken else 1) if canary_items is None else int(canary_items)
+    c_items = rng.choice(n_items, s, replace=False)
+    users2 = np.concatenate([users, np.full(s, n_users)])
+    items2 = np.concatenate([items, c_items])
+    top = si.top_items(np.bincount(items, minlength=n_items), n_items)
+    patch = (mock.patch.object(si, "_user_scale", _no_normalisation) if broken
+             else contextlib.nullcontext())
+    with patch:
+        C1 = si.cooccurrence(users, items, n_users, top)
+        C2 = si.cooccurrence(users2, items2, n_users + 1, top)
+    sens = si.spectral_sensitivity()
+    rel, claimed = _calibrated_release("spectral_init", sens, epsilon, delta)
+    direction = (C2 - C1) * np.triu(np.ones((n_items, n_items)))
+    realised = float(np.linalg.norm(direction))
+    d = jnp.asarray(direction, jnp.float32)
+
+    @jax.jit
+    def f(C, keys):
+        return jax.vmap(lambda k: jnp.sum(si.release(C, k, rel.noise_std) * d))(keys)
+
+    def scores_for(C, key):
+        return _batched(lambda ks: f(jnp.asarray(C, jnp.float32), ks),
+                        jax.random.split(key, trials), batch)
+
+    root = jax.random.PRNGKey(seed)
+    s_out = scores_for(C1, jax.random.fold_in(root, 0))
+    s_in = scores_for(C2, jax.random.fold_in(root, 1))
+    details = {"sensitivity": sens, "noise_std": rel.noise_std, "canary_items": s,
+               "noise_multiplier": rel.noise_multiplier,
+               "canary_norm_over_sensitivity": realised / sens}
+    return _result("spectral start (noisy top-K co-occurrence)", broken,
+                   "1/sqrt(|S_j|) normalisation disabled", claimed, delta, trials, s_in,
+                   s_out, confidence, details)
 
 
 # ----------------------------------------------------------------------------------------
@@ -571,6 +644,7 @@ MECHANISMS = {
     "noisy_gd": (audit_noisy_gd, {}),
     "noisy_gd_poisson": (audit_noisy_gd, {"sampling_rate": 0.5}),
     "counts": (audit_counts, {}),
+    "spectral_init": (audit_spectral_init, {}),
     "mirror": (audit_mirror, {}),
     "combiner": (audit_combiner, {}),
 }

@@ -11,6 +11,7 @@ processing, no refit), mean over seeds.
     python experiments/defaults_sweep.py ml100k-reg | ml100k-peruser-reg | ml100k-reg-edge
     python experiments/defaults_sweep.py ml100k-poisson   # Poisson-sampled noisy GD
     python experiments/defaults_sweep.py ml100k-split | ml100k-peruser-split | synth50k-split
+    python experiments/defaults_sweep.py ml100k-spectral | synth50k-spectral   # init="spectral"
 
 (the λ rule's figures are in dpmt/train/defaults.py). ``ml100k-poisson`` on 2026-12-01, 3
 seeds, η = 0, full batch (20 steps) / q = ½ (40 steps) / q = ¼ (80 steps): ε = 1 0.167 /
@@ -109,6 +110,12 @@ SWEEPS["synth50k-split"] = (SWEEPS["synth50k"][0], (0,), (1.0, 5.0, 20.0), _SPLI
     dict(solver="ssp", dim=32, reg=10.0, iterations=4),
     dict(solver="ssp", dim=32, reg=10.0, iterations=4, b_noise_ratio=0.5),
     dict(solver="ssp", dim=32, reg=10.0, iterations=4, b_noise_ratio=2.0)])
+# the private spectral start (issue 10): the defaults from the random start and from the top
+# eigenvectors of the noisy top-K co-occurrence (one more release in the same budget)
+SWEEPS["ml100k-spectral"] = (TrainConfig(split="heldout-users"), (0, 1, 2), (1.0, 5.0, 20.0),
+                             [{}, dict(init="spectral")])
+SWEEPS["synth50k-spectral"] = (SWEEPS["synth50k"][0], (0,), (1.0, 5.0, 20.0),
+                               [{}, dict(init="spectral")])
 ETAS = (0.0, 0.25, 0.5, 1.0, 2.0)
 
 

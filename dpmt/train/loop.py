@@ -9,7 +9,8 @@ al. 2021, Algorithm 1; Krichene et al. 2023, Algorithms 1 and 2):
    data is touched.
 1. **Private task sizes** n̂_i and the user count n̂ in one release: each user capped at k
    items, Gaussian noise (:func:`dpmt.privacy.private_counts`). Every weight scheme reads
-   this one release.
+   this one release. With ``init="spectral"``, V0 is then the top eigenvectors of a noisy
+   co-occurrence of the most popular items by n̂ (:mod:`dpmt.solvers.spectral_init`).
 2. **Weights** w_ij from n̂ (:mod:`dpmt.train.weights`), Σ_i w_ij² ≤ β for every user
    (checked before the first item step).
 3. For t = 1..T:
@@ -132,6 +133,11 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
             item_offsets = _release_item_offsets(cfg, plan, ledger, train, labels, noisy_counts,
                                                  jax.random.fold_in(root, 8))
         labels = rating_labels(train.value, offset + item_offsets[train.item], cfg.label_clip)
+    # 1b. the private spectral start (issue 10), once; a resumed run restarts from its saved
+    # V (the release is already in the checkpoint's ledger: _check_resumed_ledger)
+    if cfg.init == "spectral" and saved is None:
+        V0 = _spectral_start(cfg, plan, ledger, train, noisy_counts, V0,
+                             jax.random.fold_in(root, 9))
     # 2. auto settings from released statistics only (n̂, ε): dpmt.train.defaults
     from dpmt.train.defaults import explain, resolve
 
@@ -220,6 +226,20 @@ def _release_item_offsets(cfg: TrainConfig, plan, ledger, train, labels, noisy_c
                              noise_std=plan.item_offsets.noise_std, key=key)
     ledger.record(plan.item_offsets)
     return b
+
+
+def _spectral_start(cfg: TrainConfig, plan, ledger, train, noisy_counts, V_random, key
+                    ) -> jax.Array:
+    """V0 from the top eigenvectors of the noisy top-K co-occurrence
+    (:mod:`dpmt.solvers.spectral_init`): K items by the released counts, the release
+    charged here; a non-private run uses the exact counts and the exact co-occurrence."""
+    from dpmt.solvers import spectral_init as si
+
+    counts = train.item_counts() if plan is None else noisy_counts
+    top = si.top_items(counts, cfg.spectral_items)
+    C = si.cooccurrence(train.user, train.item, train.n_users, top)
+    sigma = _charge(ledger, None if plan is None else plan.spectral)
+    return si.spectral_start(V_random, top, si.release(C, key, sigma), cfg.init_scale)
 
 
 def _release_mean(cfg: TrainConfig, plan, ledger, train, key) -> float:
@@ -357,8 +377,7 @@ def _check_resumed_ledger(saved: dict, plan: PrivacyPlan | None, cfg: TrainConfi
     if ledger is None:
         return
     done = saved["iteration"]
-    expected = (sum(r is not None for r in (plan.counts, plan.mean_sum, plan.mean_count,
-                                            plan.item_offsets))
+    expected = (len(plan.head())
                 + sum(len(it.all()) for it in plan.iterations[:done]))
     if len(ledger) != expected or done > cfg.iterations:
         raise DataError(f"the checkpoint records {len(ledger)} releases after {done} "

@@ -8,6 +8,10 @@ A run of private alternating minimisation releases, under add/remove of one user
   each user's items capped at k, L2 sensitivity √(k+1) (:func:`dpmt.privacy.private_counts`);
 * for the rating task, private per-item sums of the centred labels clipped to ±c (each user
   capped at k items: sensitivity √k·c), which with n̂_i give the item offsets b̂_i;
+* with ``init="spectral"``, the private spectral start (issue 10): the noisy co-occurrence
+  Σ_j x_j x_jᵀ + E of the K most popular items by the released n̂_i, x_j the user's
+  indicator over them divided by √|S_j| (Frobenius sensitivity 1,
+  :mod:`dpmt.solvers.spectral_init`);
 * per iteration t, the noisy Gramian Ĝ_U = Σ_j u_j u_jᵀ + E when α0 > 0 (Frobenius
   sensitivity C², since ‖u_j‖ ≤ C);
 * per iteration t, the item step: SSP's {Â_i} (Frobenius sensitivity √β C²) and {b̂_i}
@@ -33,6 +37,7 @@ from dpmt.config import TrainConfig
 from dpmt.privacy import Calibration, PlannedRelease, Release, calibrate
 from dpmt.privacy.mechanisms import count_sensitivity, item_sum_sensitivity
 from dpmt.solvers.noisy_gd import noisy_gd_sensitivity
+from dpmt.solvers.spectral_init import spectral_sensitivity
 from dpmt.solvers.ssp import gramian_sensitivity, ssp_sensitivities
 
 
@@ -62,11 +67,16 @@ class PrivacyPlan:
     mean_sum: Release | None = None      # rating task: the private global mean's sum
     mean_count: Release | None = None    # … and its count
     item_offsets: Release | None = None  # rating task: the per-item label sums
+    spectral: Release | None = None      # init="spectral": the noisy top-K co-occurrence
+
+    def head(self) -> tuple[Release, ...]:
+        """The releases made once, before the first iteration, in the run's order."""
+        return tuple(r for r in (self.mean_sum, self.mean_count, self.counts,
+                                 self.item_offsets, self.spectral) if r is not None)
 
     def releases(self) -> tuple[Release, ...]:
         """All releases in the order the run makes them."""
-        head = tuple(r for r in (self.mean_sum, self.mean_count, self.counts,
-                                 self.item_offsets) if r is not None)
+        head = self.head()
         return head + tuple(r for it in self.iterations for r in it.all())
 
     @property
@@ -101,6 +111,10 @@ def planned_releases(cfg: TrainConfig) -> list[PlannedRelease]:
         plan.append(PlannedRelease(
             "item_offsets", item_sum_sensitivity(cfg.effective_count_cap, cfg.label_clip),
             noise_ratio=cfg.count_noise_ratio))
+    if cfg.private and cfg.init == "spectral":
+        # after the counts (it ranks items by them), before the iterations; σ on the upper
+        # triangle as for the noisy Gramian
+        plan.append(PlannedRelease("spectral_init", spectral_sensitivity()))
     beta = beta_of(cfg)
     for t in range(cfg.iterations):
         if cfg.gravity > 0:
@@ -129,6 +143,7 @@ def make_plan(cfg: TrainConfig) -> PrivacyPlan | None:
     mean_count = rel.pop(0) if cfg.task == "rating" else None
     counts = rel.pop(0) if cfg.needs_counts else None
     offsets = rel.pop(0) if cfg.rating_offsets else None
+    spectral = rel.pop(0) if cfg.init == "spectral" else None
     iterations = []
     for _ in range(cfg.iterations):
         gram = rel.pop(0) if cfg.gravity > 0 else None
@@ -138,4 +153,5 @@ def make_plan(cfg: TrainConfig) -> PrivacyPlan | None:
         else:
             iterations.append(IterationReleases(gramian=gram, gd=rel.pop(0)))
     assert not rel, "every calibrated release belongs to one step"
-    return PrivacyPlan(counts, tuple(iterations), cal, mean_sum, mean_count, offsets)
+    return PrivacyPlan(counts, tuple(iterations), cal, mean_sum, mean_count, offsets,
+                       spectral)
