@@ -21,7 +21,8 @@ al. 2021, Algorithm 1; Krichene et al. 2023, Algorithms 1 and 2):
       gravity term α0 Ĝ_U (:mod:`dpmt.solvers.steps`).
 4. Return a :class:`~dpmt.model.Model`; evaluate it if evaluation users are given.
 
-Privacy unit: one user (add/remove-one). Released: n̂ (counts), Ĝ_U and V at every iteration.
+Privacy unit: one user (add/remove-one). Released: n̂ (counts), with ``init="spectral"``
+the noisy co-occurrence Ĉ once, Ĝ_U and V at every iteration.
 User embeddings are never released. The exact training counts are read only by the
 evaluation (to define the popularity buckets of the report), never by training.
 
