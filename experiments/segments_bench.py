@@ -32,7 +32,7 @@ def main(n: int = 20_000_263, d: int = 64, rounds: int = 3) -> None:
     layouts = {}
     for name, w in (("plain", None), ("segments", SEGMENT_WIDTH)):
         t = time.perf_counter()
-        L = task_layout(train, dim=d, segment_width=w)
+        L = task_layout(train, dim=d, segment_width=w, segment_min_saving=0.0)
         layouts[name] = L
         print(f"{name}: padding {L.padding_overhead:.3f}, {len(L.buckets)} buckets"
               + (f" + segments of {L.segments.width} ({len(L.long_rows)} long rows)"

@@ -62,6 +62,7 @@ def tiny(tmp_path_factory):
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(layout, "SEGMENT_WIDTH", 8)
+        mp.setattr(layout, "SEGMENT_MIN_SAVING", 0.0)
         assert bench.run(args) == 0
     return json.loads(path.read_text())
 

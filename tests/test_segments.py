@@ -31,7 +31,9 @@ def skewed(n_users=300, n_items=60, seed=0):
 
 R = skewed()
 PLAIN = task_layout(R, dim=4)
-SEG = task_layout(R, dim=4, segment_width=W)
+# this small data saves ~6% of the slots with segments, under the layout's default minimum:
+# the tests of the segmented path's mechanics keep them whenever they pad less
+SEG = task_layout(R, dim=4, segment_width=W, segment_min_saving=0.0)
 COUNTS = np.bincount(R.item, minlength=R.n_items)
 
 
@@ -92,7 +94,7 @@ def test_kernels_that_would_miss_the_long_rows_refuse_a_segmented_layout():
     from dpmt.solvers.noisy_gd import clipped_gradient_sum
 
     seg_users = lay.build_layout(R.user, R.item, R.n_users, R.n_items, dim=4, kind="users",
-                                 segment_width=2)
+                                 segment_width=2, segment_min_saving=0.0)
     assert seg_users.segments is not None
     with pytest.raises(ConfigError, match="segment"):
         solve_users(seg_users, jnp.zeros((R.n_items, 4)))
@@ -108,10 +110,13 @@ def test_kernels_that_would_miss_the_long_rows_refuse_a_segmented_layout():
         clipped_gradient_sum(enc, params, SEG, X, w, y, 1.0)
 
 
-def test_make_steps_segments_the_ssp_item_layout_only():
+def test_make_steps_segments_the_ssp_item_layout_only(monkeypatch):
     from dpmt.solvers.steps import make_steps
 
-    big = skewed(n_users=4000, n_items=40)      # head items: 700-3500 ratings (segments pay)
+    # head items: 700-3500 ratings; segments save 6.8% of the slots here, so the minimum is
+    # lowered to see the wiring (the minimum itself: the test below)
+    monkeypatch.setattr(lay, "SEGMENT_MIN_SAVING", 0.0)
+    big = skewed(n_users=4000, n_items=40)
     assert np.bincount(big.item).max() > lay.SEGMENT_WIDTH
     w = np.ones(big.nnz, np.float32)
     ssp_steps = make_steps(TrainConfig(solver="ssp", dim=4), big, w)
@@ -126,5 +131,19 @@ def test_segments_are_used_only_where_they_pad_less():
     users = np.tile(np.arange(n), 5)
     items = np.repeat(np.arange(5), n)
     r = Ratings(users, items, np.ones(len(users), np.float32), np.arange(n), np.arange(5))
-    L = task_layout(r, dim=4, segment_width=W)
+    L = task_layout(r, dim=4, segment_width=W, segment_min_saving=0.0)
     assert L.segments is None and L.padding_overhead == 1.0
+
+
+def test_segments_are_kept_only_if_they_save_the_minimum_fraction_of_slots():
+    # SEG's saving over PLAIN; a minimum just above it drops the segments (the layout is then
+    # the plain one), just below keeps them; the default minimum drops them here (~6%)
+    saving = 1.0 - SEG.padded_slots / PLAIN.padded_slots
+    assert 0.0 < saving < lay.SEGMENT_MIN_SAVING
+    above = task_layout(R, dim=4, segment_width=W, segment_min_saving=saving + 1e-3)
+    assert above.segments is None and above.padded_slots == PLAIN.padded_slots
+    assert task_layout(R, dim=4, segment_width=W).segments is None
+    assert task_layout(R, dim=4, segment_width=W,
+                       segment_min_saving=saving - 1e-3).segments is not None
+    with pytest.raises(ConfigError, match="segment_min_saving"):
+        task_layout(R, dim=4, segment_width=W, segment_min_saving=1.0)

@@ -36,7 +36,7 @@ Layout (built once in numpy, outside ``jit``):
 * Segments (``segment_width=W``, the SSP item layout: :data:`SEGMENT_WIDTH`): rows longer
   than ``W`` are cut into segments of ``W`` consecutive entries, all in one more bucket of
   width ``W`` (:class:`Segments`), and the other rows get one bucket fewer than the grid fills;
-  the layout keeps the segments only if they pad less than the plain buckets.
+  the layout keeps the segments only if they save :data:`SEGMENT_MIN_SAVING` of the slots.
   A long row then pads less than ``W`` slots, where one wide bucket pads every row up to its
   longest (the head items of a Zipf-like popularity spread over widths 10⁴–10⁵). A long row's
   statistics are the sum of its segments' (:meth:`Layout.segment_sums`), so only kernels of
@@ -84,6 +84,12 @@ DEFAULT_MAX_CHUNK_BYTES = 256 * 2**20
 #: entries are cut into segments of this many slots. At the ML-20M-like scale the padding
 #: falls from 1.40 to about 1.1 with as many kernel instances (BENCHMARKS.md).
 SEGMENT_WIDTH = 512
+#: Segments are kept only if they save at least this fraction of the plain layout's slots:
+#: the segment sums and the scatter of the long rows cost time the saved slots must pay for.
+#: Measured (``experiments/segments_bench.py``, private item step, d = 64, one process): at
+#: 1M interactions segments saved 5.6% of the slots and ran 0.92x as fast as plain buckets;
+#: at 20M they saved 20% and ran 1.21x as fast.
+SEGMENT_MIN_SAVING = 0.10
 
 
 # -- trace counting (compile-once checks) ------------------------------------------------------
@@ -378,7 +384,8 @@ jax.tree_util.register_dataclass(Layout, data_fields=["buckets", "inverse", "seg
 def build_layout(row: np.ndarray, col: np.ndarray, n_rows: int, n_cols: int, *,
                  dim: int = 64, max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
                  growth: float = 2.0, boundaries: str = "optimal",
-                 kind: str = "", segment_width: int | None = None) -> Layout:
+                 kind: str = "", segment_width: int | None = None,
+                 segment_min_saving: float | None = None) -> Layout:
     """Build the bucketed layout of the sparse matrix with entries ``(row[k], col[k])``.
 
     Args:
@@ -395,11 +402,16 @@ def build_layout(row: np.ndarray, col: np.ndarray, n_rows: int, n_cols: int, *,
       kind: "items", "users" or "" (recorded for validation by the solvers).
       segment_width: rows with more entries than this become :class:`Segments` of this many
         slots (their padding: under one segment per row), and the other rows get one bucket
-        fewer than the grid fills, so the kernel instances do not grow. None: no segments.
+        fewer than the grid fills, so the kernel instances do not grow; kept only if they save
+        :data:`SEGMENT_MIN_SAVING` of the plain layout's slots. None: no segments.
+      segment_min_saving: that fraction, in [0, 1) (None: :data:`SEGMENT_MIN_SAVING`).
     """
     check_range("growth", growth, low=1.0, low_open=True)
     if segment_width is not None:
         check_range("segment_width", segment_width, low=1, integer=True)
+    if segment_min_saving is None:
+        segment_min_saving = SEGMENT_MIN_SAVING
+    check_range("segment_min_saving", segment_min_saving, low=0.0, high=1.0, high_open=True)
     if boundaries not in ("optimal", "geometric"):
         raise ConfigError(f"boundaries must be 'optimal' or 'geometric', got {boundaries!r}")
     check_range("dim", dim, low=1, integer=True)
@@ -431,7 +443,8 @@ def build_layout(row: np.ndarray, col: np.ndarray, n_rows: int, n_cols: int, *,
                    else np.zeros(len(lens), bool))
         if is_long.any():
             # one kernel instance goes to the segments, the short rows get the rest; kept only
-            # if it pads less (a row just over W pads more as two segments than in a bucket)
+            # if they save SEGMENT_MIN_SAVING of the slots (a row just over W pads more as two
+            # segments than in a bucket, and the segment sums cost time of their own)
             n_inst = len(bounds)
             s_lens = lens[~is_long]
             s_bounds = (np.zeros(0, np.int64) if not len(s_lens) else
@@ -439,7 +452,9 @@ def build_layout(row: np.ndarray, col: np.ndarray, n_rows: int, n_cols: int, *,
                         if boundaries == "optimal" else _boundaries(int(s_lens.max()), growth))
             W = int(segment_width)
             seg_slots = int(np.sum(-(-lens[is_long] // W))) * W
-            if _slots(s_lens, s_bounds) + seg_slots < _slots(lens, bounds):
+            plain = _slots(lens, bounds)
+            new = _slots(s_lens, s_bounds) + seg_slots
+            if new < plain and new <= (1.0 - segment_min_saving) * plain:
                 segments = _make_segments(nonempty[is_long], indptr, counts, order, col, dim,
                                           max_chunk_bytes, W)
                 short, bounds = nonempty[~is_long], s_bounds
