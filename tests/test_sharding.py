@@ -116,7 +116,7 @@ def test_sharded_user_and_ssp_item_steps_match_one_device_on_1_2_4_devices():
     assert all(v["replicated"] and v["empty_items_nonzero"] for v in res.values())
 
 
-@pytest.mark.slow   # the default suite runs the multi-process `fit` test below instead
+@pytest.mark.slow   # `make test-slow` runs it with the multi-process `fit` test below
 def test_two_processes_through_jax_distributed_match_one_process(tmp_path):
     """scripts/multihost.py: the bare solver loop on make_steps' sharded steps, 2 processes on
     127.0.0.1 (jax.distributed + gloo collectives), each holding its share of the row-sharded
@@ -227,15 +227,20 @@ def test_cli_train_devices_flag(tmp_path):
     1 and 2 devices)."""
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     env.pop("XLA_FLAGS", None)
+    from tests._cli import cli
+
     data = "synthetic:users=200,items=60,interactions=3000,seed=4"
     outs, configs = {}, {}
     for D in (1, 2):
         out = tmp_path / f"d{D}"
-        p = subprocess.run([sys.executable, "-m", "dpmt", "train", "--dataset", data,
-                            "--dim", "4", "--iterations", "1", "--epsilon", "2",
-                            "--devices", str(D), "--out", str(out), "--quiet"],
-                           env=env, capture_output=True, text=True, timeout=300)
-        assert p.returncode == 0, p.stderr[-3000:]
+        argv = ["train", "--dataset", data, "--dim", "4", "--iterations", "1", "--epsilon",
+                "2", "--devices", str(D), "--out", str(out), "--quiet"]
+        if D == 1:      # one device needs no new process (the 2-device run must start one)
+            assert cli(argv) == 0
+        else:
+            p = subprocess.run([sys.executable, "-m", "dpmt", *argv], env=env,
+                               capture_output=True, text=True, timeout=300)
+            assert p.returncode == 0, p.stderr[-3000:]
         configs[D] = json.loads((out / "config.json").read_text())
         assert "devices" not in configs[D]
         outs[D] = np.load(out / "item_embeddings.npz")["V"]
@@ -251,6 +256,7 @@ def test_cli_train_devices_flag(tmp_path):
     assert not (out / "item_embeddings.npz").exists()
 
 
+@pytest.mark.slow   # three processes (~40 s); the 1/2/4-device tests above stay in the default suite
 def test_fit_across_two_processes_matches_one_process(tmp_path):
     """`scripts/multihost.py launch --fit`: dpmt.train.loop.fit itself under jax.distributed,
     ExecutionConfig(devices=2) spanning both processes (noisy GD: the per-user norms are
