@@ -472,10 +472,25 @@ READING = """### Reading the targets
   well the test set resolves 0.01."""
 
 
+#: QUALITY.md's hand-written tail (what was tried and not kept, with its commands) starts at
+#: this line; ``dpmt quality`` regenerates everything above it and keeps the tail as it is
+HAND_WRITTEN = ("<!-- everything below is written by hand (measured elsewhere, with its "
+                "command) and kept when `dpmt quality` regenerates the report above -->")
+
+
+def hand_written_tail(path: Path) -> str:
+    """The part of an existing report from :data:`HAND_WRITTEN` on ("" if none)."""
+    if not path.is_file():
+        return ""
+    text = path.read_text(encoding="utf-8")
+    return text[text.index(HAND_WRITTEN):] if HAND_WRITTEN in text else ""
+
+
 def write_report(rows: list[dict], dsets: list[Dataset], out: Path, command: str,
                  seconds: float, invocations: int = 1) -> str:
     """QUALITY.md (+ plots, quality.json) from the rows of one run (``invocations`` > 1: an
-    interrupted run finished by ``--resume``, said so in the report)."""
+    interrupted run finished by ``--resume``, said so in the report). The report's
+    hand-written tail (:data:`HAND_WRITTEN`), if it has one, is kept."""
     summary = summarise(rows)
     out.mkdir(parents=True, exist_ok=True)
     parts = ["# Quality benchmark", "",
@@ -502,6 +517,9 @@ def write_report(rows: list[dict], dsets: list[Dataset], out: Path, command: str
         plot(summary, d, assets / name)
         parts.append(dataset_section(summary, d, f"quality/{name}"))
     text = "\n".join(parts) + "\n"
+    tail = hand_written_tail(out / "QUALITY.md")
+    if tail:
+        text += "\n" + tail
     atomic_write_json(assets / "quality.json", {"rows": rows, "command": command,
                                                 "seconds": seconds,
                                                 "invocations": invocations})
