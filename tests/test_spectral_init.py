@@ -203,10 +203,9 @@ def test_non_private_spectral_start_finds_the_planted_item_space():
     assert spectral.mean() > 0.9, spectral
     assert random.mean() < 0.5, random
     assert spectral.min() > random.max()
-    # scaled to the random start's norm: each column at its expected column norm
-    col = np.linalg.norm(V0, axis=0)
-    np.testing.assert_allclose(col, cfg.init_scale * np.sqrt(r.n_items * (1 / rank + 0.25)),
-                               rtol=1e-5)
+    # scaled to the random start's norm: every row at its expected row norm
+    np.testing.assert_allclose(np.linalg.norm(V0, axis=1),
+                               cfg.init_scale * np.sqrt(1 + rank / 4), rtol=1e-5)
     assert np.linalg.norm(V0) == pytest.approx(np.linalg.norm(V_rand), rel=0.1)
 
 
@@ -222,6 +221,19 @@ def test_items_outside_the_top_k_keep_the_random_start():
     # d = 16 > K = 12: the top-K rows' last 4 columns keep the random start too
     np.testing.assert_array_equal(V0[top][:, 12:], V_rand[top][:, 12:])
     assert not np.allclose(V0[top][:, :12], V_rand[top][:, :12])
+    # … and those rows have the random start's expected norm over their 12 columns
+    np.testing.assert_allclose(np.linalg.norm(V0[top][:, :12], axis=1),
+                               0.1 * np.sqrt(12 * (1 / 16 + 0.25)), rtol=1e-5)
+    # an item nobody rated (a 0 row of the exact statistic, outside the top-4 eigenvectors'
+    # support) keeps its random row instead of a scaled-up round-off direction
+    C0 = C.copy()
+    C0[3, :] = C0[:, 3] = 0.0
+    V4 = np.asarray(dpmt.train.loop.initial_items(jax.random.PRNGKey(1), 30, 4, 0.1))
+    V1 = np.asarray(si.spectral_start(V4, top, C0, 0.1))
+    np.testing.assert_array_equal(V1[top[3]], V4[top[3]])
+    others = np.delete(top, 3)
+    np.testing.assert_allclose(np.linalg.norm(V1[others], axis=1), 0.1 * np.sqrt(1 + 4 / 4),
+                               rtol=1e-5)
 
 
 # -- (5) configuration ----------------------------------------------------------------------
