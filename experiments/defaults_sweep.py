@@ -16,7 +16,11 @@ processing, no refit), mean over seeds.
 (the λ rule's figures are in dpmt/train/defaults.py). ``ml100k-poisson`` on 2026-12-01, 3
 seeds, η = 0, full batch (20 steps) / q = ½ (40 steps) / q = ¼ (80 steps): ε = 1 0.167 /
 0.156 / 0.147, ε = 5 0.248 / 0.250 / 0.248, ε = 20 0.295 / 0.297 / 0.295 — sampling did not
-help, so the defaults stay full batch.
+help, so the defaults stay full batch. ``ml100k-spectral`` / ``synth50k-spectral`` on
+2026-12-01 (defaults; random start vs ``init="spectral"``, η = 0): ML-100K ε = 1 0.167 /
+0.128, ε = 5 0.248 / 0.253, ε = 20 0.295 / 0.300; synthetic ε = 1 0.263 / 0.260, ε = 5
+0.293 / 0.291, ε = 20 0.281 / 0.264 (best η 0.291 / 0.285) — the spectral start stays an
+option, not the default.
 
 Selection on validation here is not charged (as in the literature); it chooses defaults
 once, on these benchmark datasets, not per user dataset.
