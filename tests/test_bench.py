@@ -139,6 +139,7 @@ def test_tiny_run_uses_the_noise_of_the_training_plan(tiny):
         gd_plan.iterations[0].gd.noise_multiplier)
 
 
+@pytest.mark.slow   # ~20 s; the sharded steps are checked by tests/test_sharding.py by default
 def test_sharded_run_goes_through_the_sharded_steps_without_recompiling(tmp_path):
     """`dpmt bench --devices 2` (CPU host devices created by the command itself): the user
     and item steps are the sharded kernels, nothing recompiles after the warm-up iteration,

@@ -254,6 +254,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow   # ~11 s; the default suite checks SSP (shift) on 1 vs 4 devices through fit
 def test_sharded_shift_matches_one_device():
     """Same V on 1 and 2 devices with psd="shift" (keyed noise, global shift)."""
     res = run_on_devices(SCRIPT, 2)

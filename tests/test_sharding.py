@@ -107,6 +107,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow   # ~33 s; the default suite checks the fitted model on 1 vs 4 devices below
 def test_sharded_user_and_ssp_item_steps_match_one_device_on_1_2_4_devices():
     res = run_on_devices(SCRIPT, 4)
     assert res[1]["U"] == 0.0 and res[1]["V"] == 0.0      # one device: the same program
