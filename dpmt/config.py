@@ -219,6 +219,9 @@ class TrainConfig:
                                   "privacy")
     b_noise_ratio: float = _f(1.0, "noise of b̂ relative to Â (SSP)", "privacy")
     gram_noise_ratio: float = _f(1.0, "noise of the Gramian Ĝ_U relative to Â", "privacy")
+    spectral_noise_ratio: float = _f(1.0, "noise of the spectral start's co-occurrence "
+                                     "relative to the other releases (init=spectral)",
+                                     "privacy")
 
     seed: int = _f(0, "random seed: the split and every random stream derive from it",
                    "model")
@@ -269,7 +272,8 @@ class TrainConfig:
         if self.count_noise_multiplier is not None:
             check_range("count_noise_multiplier", self.count_noise_multiplier, low=0.0,
                         high=BIG, low_open=True)
-        for r in ("count_noise_ratio", "b_noise_ratio", "gram_noise_ratio"):
+        for r in ("count_noise_ratio", "b_noise_ratio", "gram_noise_ratio",
+                  "spectral_noise_ratio"):
             check_range(r, getattr(self, r), low=0.0, high=BIG, low_open=True)
         check_range("positive_threshold", self.positive_threshold)
         if len(self.split_fractions) != 3 or any(f < 0 for f in self.split_fractions) or \

@@ -12,6 +12,7 @@ processing, no refit), mean over seeds.
     python experiments/defaults_sweep.py ml100k-poisson   # Poisson-sampled noisy GD
     python experiments/defaults_sweep.py ml100k-split | ml100k-peruser-split | synth50k-split
     python experiments/defaults_sweep.py ml100k-spectral | synth50k-spectral   # init="spectral"
+    python experiments/defaults_sweep.py ml100k-spectral-ratio   # … with less noise on it
 
 (the λ rule's figures are in dpmt/train/defaults.py). ``ml100k-poisson`` on 2026-12-01, 3
 seeds, η = 0, full batch (20 steps) / q = ½ (40 steps) / q = ¼ (80 steps): ε = 1 0.167 /
@@ -120,6 +121,11 @@ SWEEPS["ml100k-spectral"] = (TrainConfig(split="heldout-users"), (0, 1, 2), (1.0
                              [{}, dict(init="spectral")])
 SWEEPS["synth50k-spectral"] = (SWEEPS["synth50k"][0], (0,), (1.0, 5.0, 20.0),
                                [{}, dict(init="spectral")])
+# the spectral start with less noise on its one release (a share of the budget of its own):
+# at one noise scale no eigenvalue of ML-100K's co-occurrence clears the noise
+SWEEPS["ml100k-spectral-ratio"] = (SWEEPS["ml100k-spectral"][0], (0, 1, 2), (1.0, 5.0, 20.0),
+                                   [{}] + [dict(init="spectral", spectral_noise_ratio=r)
+                                           for r in (0.5, 0.25, 0.1)])
 ETAS = (0.0, 0.25, 0.5, 1.0, 2.0)
 
 

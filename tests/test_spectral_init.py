@@ -127,6 +127,19 @@ def test_plan_has_the_release_after_the_counts_and_the_ledger_total_is_calibrate
     assert "spectral_init" in model.ledger.summary()
 
 
+def test_its_own_noise_ratio_scales_its_noise_and_the_plan_stays_within_the_target():
+    base = make_plan(TrainConfig(init="spectral", epsilon=2.0, dim=4, iterations=2))
+    cfg = TrainConfig(init="spectral", epsilon=2.0, dim=4, iterations=2,
+                      spectral_noise_ratio=0.25)
+    plan = make_plan(cfg)
+    z_spec, z_gd = plan.spectral.noise_multiplier, plan.iterations[0].gd.noise_multiplier
+    assert z_spec == pytest.approx(0.25 * z_gd, rel=1e-6)
+    # less noise on this release leaves more on the others, at the same total ε
+    assert z_gd > base.iterations[0].gd.noise_multiplier
+    assert plan.epsilon <= cfg.epsilon * (1 + 1e-6)
+    assert plan.epsilon == pytest.approx(base.epsilon, rel=1e-2)
+
+
 def test_random_init_plan_is_unchanged():
     for kw in (dict(), dict(solver="ssp", weights="adaptive"),
                dict(task="rating", split="random")):

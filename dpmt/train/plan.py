@@ -114,7 +114,8 @@ def planned_releases(cfg: TrainConfig) -> list[PlannedRelease]:
     if cfg.private and cfg.init == "spectral":
         # after the counts (it ranks items by them), before the iterations; σ on the upper
         # triangle as for the noisy Gramian
-        plan.append(PlannedRelease("spectral_init", spectral_sensitivity()))
+        plan.append(PlannedRelease("spectral_init", spectral_sensitivity(),
+                                   noise_ratio=cfg.spectral_noise_ratio))
     beta = beta_of(cfg)
     for t in range(cfg.iterations):
         if cfg.gravity > 0:
