@@ -38,8 +38,8 @@ import math
 import numpy as np
 
 from dpmt.config import ExecutionConfig, TrainConfig
-from dpmt.metrics import ranking_metrics
-from dpmt.train.evaluate import _buckets, private_popularity_metrics
+from dpmt.metrics import popularity_buckets, ranking_metrics
+from dpmt.train.evaluate import private_popularity_metrics
 from dpmt.train.loop import fit
 from dpmt.train.rundir import prepare_data
 
@@ -67,7 +67,8 @@ def main(names=("per-user", "heldout-users")) -> None:
             base = cfg0.replace(seed=seed)
             sp = prepare_data(base, EX)
             tr, va = sp.train, sp.validation
-            buckets, counts = _buckets(tr)
+            counts = tr.item_counts()
+            buckets = popularity_buckets(counts)     # the report's 5 buckets, B1 = tail
             for eps in (1.0, 5.0, 20.0):
                 model = fit(tr, base.replace(epsilon=eps), execution=EX)
                 n = np.maximum(np.asarray(model.item_counts, np.float64), 0.0)

@@ -258,6 +258,7 @@ def test_items_outside_the_top_k_keep_the_random_start():
     (dict(spectral_items=True), "spectral_items"),
     (dict(spectral_items=10**6), "spectral_items must be"),
     (dict(init="spectral", gd=dpmt.GDConfig(encoder="mlp")), "MLP encoder"),
+    (dict(init="spectral", spectral_noise_ratio=0.0), "spectral_noise_ratio must be"),
 ])
 def test_config_errors(kw, match):
     with pytest.raises(ConfigError, match=match):

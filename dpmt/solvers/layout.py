@@ -86,9 +86,9 @@ DEFAULT_MAX_CHUNK_BYTES = 256 * 2**20
 SEGMENT_WIDTH = 512
 #: Segments are kept only if they save at least this fraction of the plain layout's slots:
 #: the segment sums and the scatter of the long rows cost time the saved slots must pay for.
-#: Measured (``experiments/segments_bench.py``, private item step, d = 64, one process): at
-#: 1M interactions segments saved 5.6% of the slots and ran 0.92x as fast as plain buckets;
-#: at 20M they saved 20% and ran 1.21x as fast.
+#: Measured (``experiments/segments_bench.py``, private item step, one quiet process): at
+#: 1M interactions segments save 5.6% of the slots and ran 0.96x (d = 64) / 1.06x (d = 128)
+#: as fast as plain buckets, a wash; at 20M they save 20% and ran 1.21x as fast (d = 64).
 SEGMENT_MIN_SAVING = 0.10
 
 
