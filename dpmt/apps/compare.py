@@ -171,6 +171,8 @@ def _row(label, seed, eps, config, m, seconds, compile_seconds) -> dict:
            "seconds": seconds, "compile_seconds": compile_seconds}
     metric = "rmse" if "rmse" in m["overall"] else METRIC
     row[metric] = m["overall"][metric]
+    if "users" in m["overall"]:
+        row["users"] = m["overall"]["users"]
     if metric == METRIC:
         row["ndcg@20"] = m["overall"]["ndcg@20"]
         row["random_recall@20"] = m["overall"].get("random_recall@20", float("nan"))
@@ -180,6 +182,8 @@ def _row(label, seed, eps, config, m, seconds, compile_seconds) -> dict:
             row[f"bucket{b}_random_recall@20"] = bm.get("random_recall@20", float("nan"))
         if "min_count" in bm:
             row[f"bucket{b}_counts"] = f"{bm['min_count']}-{bm['max_count']}"
+        if "users" in bm:
+            row[f"bucket{b}_users"] = bm["users"]
     return row
 
 
@@ -194,7 +198,8 @@ def summarise(rows: list[dict]) -> list[dict]:
     for meth in methods:
         rs = [r for r in rows if r["method"] == meth]
         agg = {"method": meth, "seeds": len(rs)}
-        keys = [k for k in rs[0] if k.startswith(("recall", "ndcg", "bucket", "random", "rmse"))
+        keys = [k for k in rs[0] if k.startswith(("recall", "ndcg", "bucket", "random", "rmse",
+                                                  "users"))
                 and not k.endswith("_counts")]
         for k in keys:
             v = np.array([r[k] for r in rs], dtype=float)
@@ -241,7 +246,22 @@ def format_table(summary: list[dict]) -> str:
         cells += [f"{s0.get(f'bucket{b}_random_recall@20', float('nan')):.4f}"
                   for b in range(n_b)]
         lines.append("| " + " | ".join(cells) + " |")
+    if "users" in s0 and all(f"bucket{b}_users" in s0 for b in range(n_b)):
+        # the same test users for every method: the first row's counts
+        cells = ["test users with a target", "–", _count(s0["users"])]
+        cells += ["–"] * (len(cols) - 1) + [_count(s0[f"bucket{b}_users"]) for b in range(n_b)]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+#: Printed under the table: how to read a difference between two cells of one column.
+READING_NOTE = ("A cell is a mean over the test users with a target in that bucket (last row, "
+                "n). Two methods whose Recall@20 p and q differ by less than about "
+                "2·√(p(1−p)/n + q(1−q)/n) cannot be told apart on this test set.")
+
+
+def _count(x: float) -> str:
+    return f"{x:.0f}" if float(x).is_integer() else f"{x:.1f}"
 
 
 def _pm(s: dict, k: str) -> str:
@@ -296,6 +316,8 @@ def write_outputs(rows, out: Path, title: str) -> str:
     _write_csv(rows, out / "results.csv")
     _write_csv(summary, out / "summary.csv")
     table = format_table(summary)
+    if "test users with a target" in table and _metric(summary) == METRIC:
+        table += "\n\n" + READING_NOTE
     atomic_write_text(out / "summary.md", f"# {title}\n\nPrivacy unit: {PRIVACY_UNIT}.\n\n"
                       f"{table}\n")
     plot_buckets(summary, out / "head_tail.png", title)
