@@ -221,8 +221,9 @@ def _n_buckets(summary: list[dict]) -> int:
 
 def format_table(summary: list[dict]) -> str:
     """Markdown table: overall and per-bucket Recall@20, mean ± std over seeds (buckets B1 =
-    tail … B5 = head, each with its training-count range; a last row gives the level of a
-    random ranking, which is k/|bucket| inside a bucket)."""
+    tail … B5 = head, each with its training-count range; then a row with the level of a
+    random ranking, which is k/|bucket| inside a bucket, and one with the number of test users
+    with a target, overall and per bucket, that each mean rests on)."""
     n_b = _n_buckets(summary)
     s0 = summary[0]
 
