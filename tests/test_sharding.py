@@ -221,16 +221,26 @@ def test_devices_beyond_what_jax_sees_is_a_clear_error():
         TrainConfig(devices=2)
 
 
-def test_cli_train_devices_flag(tmp_path):
-    """`dpmt train --devices 2` creates the CPU devices itself (no XLA_FLAGS) and gives the
-    one-device run's embeddings; the setting reaches the steps (more devices than can exist
-    is refused) but not config.json, which holds the model's config only (the same file for
-    1 and 2 devices)."""
+_DEVICES_DATA = "synthetic:users=200,items=60,interactions=3000,seed=4"
+
+
+def _cli_env():
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     env.pop("XLA_FLAGS", None)
+    return env
+
+
+# two training runs, one in a new process (~20 s): slow; the refusal below and the 1/2/4-device
+# fits above stay in the default suite
+@pytest.mark.slow
+def test_cli_train_devices_flag(tmp_path):
+    """`dpmt train --devices 2` creates the CPU devices itself (no XLA_FLAGS) and gives the
+    one-device run's embeddings; the setting reaches the steps but not config.json, which
+    holds the model's config only (the same file for 1 and 2 devices)."""
+    env = _cli_env()
     from tests._cli import cli
 
-    data = "synthetic:users=200,items=60,interactions=3000,seed=4"
+    data = _DEVICES_DATA
     outs, configs = {}, {}
     for D in (1, 2):
         out = tmp_path / f"d{D}"
@@ -247,7 +257,11 @@ def test_cli_train_devices_flag(tmp_path):
         outs[D] = np.load(out / "item_embeddings.npz")["V"]
     assert configs[2] == configs[1]
     np.testing.assert_allclose(outs[2], outs[1], rtol=0, atol=1e-5 * np.abs(outs[1]).max())
-    # beyond the CPU devices JAX can create (64): the steps refuse, nothing is trained
+
+
+def test_cli_train_refuses_more_devices_than_can_exist(tmp_path):
+    """beyond the CPU devices JAX can create (64): the steps refuse, nothing is trained"""
+    env, data = _cli_env(), _DEVICES_DATA
     out = tmp_path / "d65"
     p = subprocess.run([sys.executable, "-m", "dpmt", "train", "--dataset", data,
                         "--dim", "4", "--iterations", "1", "--epsilon", "2",
