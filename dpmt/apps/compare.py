@@ -247,7 +247,7 @@ def format_table(summary: list[dict]) -> str:
         cells += [f"{s0.get(f'bucket{b}_random_recall@20', float('nan')):.4f}"
                   for b in range(n_b)]
         lines.append("| " + " | ".join(cells) + " |")
-    if "users" in s0 and all(f"bucket{b}_users" in s0 for b in range(n_b)):
+    if _has_user_counts(summary):
         # the same test users for every method: the first row's counts
         cells = ["test users with a target", "–", _count(s0["users"])]
         cells += ["–"] * (len(cols) - 1) + [_count(s0[f"bucket{b}_users"]) for b in range(n_b)]
@@ -259,6 +259,13 @@ def format_table(summary: list[dict]) -> str:
 READING_NOTE = ("A cell is a mean over the test users with a target in that bucket (last row, "
                 "n). Two methods whose Recall@20 p and q differ by less than about "
                 "2·√(p(1−p)/n + q(1−q)/n) cannot be told apart on this test set.")
+
+
+def _has_user_counts(summary: list[dict]) -> bool:
+    """Whether the rows carry the test-user counts (rows from before them, e.g. an old
+    cells.json, do not)."""
+    s0 = summary[0]
+    return "users" in s0 and all(f"bucket{b}_users" in s0 for b in range(_n_buckets(summary)))
 
 
 def _count(x: float) -> str:
@@ -317,7 +324,7 @@ def write_outputs(rows, out: Path, title: str) -> str:
     _write_csv(rows, out / "results.csv")
     _write_csv(summary, out / "summary.csv")
     table = format_table(summary)
-    if "test users with a target" in table and _metric(summary) == METRIC:
+    if _has_user_counts(summary) and _metric(summary) == METRIC:
         table += "\n\n" + READING_NOTE
     atomic_write_text(out / "summary.md", f"# {title}\n\nPrivacy unit: {PRIVACY_UNIT}.\n\n"
                       f"{table}\n")
