@@ -31,7 +31,8 @@ TASKS = ("implicit", "rating")
 ENCODERS = ("embedding", "mlp")
 ACCOUNTANTS = ("pld", "rdp")
 OPTIMIZERS = ("sgd", "adam")
-ITEM_SOLVES = ("project", "shift")
+ITEM_SOLVES = ("project", "shift", "cg")
+USER_SOLVES = ("exact", "cg")
 ON_DUPLICATE = ("error", "keep-last")
 INITS = ("random", "spectral")
 
@@ -196,13 +197,23 @@ class TrainConfig:
                      "Algorithm 1) or gd (noisy gradient descent, Algorithm 2)", "solver",
                      choices=SOLVERS)
     gd: GDConfig = dataclasses.field(default_factory=GDConfig, metadata={"cli": False})
-    item_solve: str = _f("shift", "how SSP makes the noisy item systems well-posed "
-                         "(post-processing, no privacy cost): shift (Â + s·I with s from the "
-                         "known noise scale, then one checked Cholesky; 3.6x faster, and ≥ "
-                         "project's test Recall@20 in 8 of 9 QUALITY.md cells) or project "
+    item_solve: str = _f("cg", "how SSP makes the noisy item systems well-posed and solves "
+                         "them (post-processing, no privacy cost): cg (Â + s·I with s from the "
+                         "known noise scale, solved by --cg-steps conjugate-gradient steps from "
+                         "the previous V, checked, Cholesky fallback; no d³ factorisation, "
+                         "test Recall@20 within ±0.002 of shift in the 9 SSP cells of "
+                         "experiments/cg_quality.py), shift (the same system by one checked "
+                         "Cholesky per item; ≥ project in 8 of 9 QUALITY.md cells) or project "
                          "(Π(Â) by an eigendecomposition, the reference's Algorithm 1)",
                          "solver",
                          choices=ITEM_SOLVES)
+    user_solve: str = _f("exact", "how the (unreleased) user systems are solved: exact "
+                         "(Cholesky) or cg (--cg-steps conjugate-gradient steps from the "
+                         "previous iteration's U, kept in memory only; the first iteration, "
+                         "and the first after a resume, are exact)", "solver",
+                         choices=USER_SOLVES)
+    cg_steps: int = _f(4, "conjugate-gradient steps per system of item_solve=cg / "
+                       "user_solve=cg (implicit's use_cg takes 3)", "solver")
 
     # -- privacy -----------------------------------------------------------------------
     private: bool = _f(True, "train without noise (the non-private baseline)", "privacy",
@@ -233,7 +244,8 @@ class TrainConfig:
         _check_finite(self)
         for name, allowed in [("solver", SOLVERS), ("weights", WEIGHTS), ("split", SPLITS),
                               ("accountant", ACCOUNTANTS), ("on_duplicate", ON_DUPLICATE),
-                              ("item_solve", ITEM_SOLVES), ("task", TASKS)]:
+                              ("item_solve", ITEM_SOLVES), ("user_solve", USER_SOLVES),
+                              ("task", TASKS)]:
             _check_choice(name, getattr(self, name), allowed)
         for name in ("dataset", "rating_range"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
@@ -243,6 +255,7 @@ class TrainConfig:
         # are far outside anything useful, and refusing is better than a NaN or a traceback)
         check_range("dim", self.dim, low=1, high=MAX_DIM, integer=True)
         check_range("iterations", self.iterations, low=1, high=10_000, integer=True)
+        check_range("cg_steps", self.cg_steps, low=1, high=MAX_DIM, integer=True)
         if self.reg is not None:
             check_range("reg", self.reg, low=0.0, high=BIG, low_open=True)
         check_range("gravity", self.gravity, low=0.0, high=BIG)

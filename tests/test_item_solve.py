@@ -10,7 +10,7 @@ import pytest
 
 from dpmt.data.ratings import Ratings
 from dpmt.errors import ConfigError
-from dpmt.solvers import ssp
+from dpmt.solvers import ssp, systems
 from dpmt.solvers.layout import task_layout
 from _devices import run_on_devices
 
@@ -31,7 +31,7 @@ def np_solve(M, rhs):
 def test_spectral_shift_formula_and_tail_bound():
     d, m = 64, 26744
     t = ssp.shift_tail(m)
-    assert m * np.exp(-t ** 2 / 4) == pytest.approx(ssp.SHIFT_FAILURE_PROB)
+    assert m * np.exp(-t ** 2 / 4) == pytest.approx(systems.SHIFT_FAILURE_PROB)
     assert ssp.spectral_shift(0.5, d, m) == pytest.approx(0.5 * (2 * np.sqrt(d) + t))
     assert ssp.spectral_shift(0.0, d, m) == 0.0
     with pytest.raises(ConfigError):
@@ -59,7 +59,7 @@ def test_noiseless_shift_is_the_exact_ridge_solve(with_extra):
     np.testing.assert_allclose(th, ref, rtol=1e-4, atol=1e-5)
     th_p = np.asarray(ssp.ssp_solve(A, b, None, 0.0, 0.0, reg, extra=extra, psd="project"))
     np.testing.assert_allclose(th, th_p, rtol=1e-4, atol=1e-5)
-    _, ok = ssp._shift_solve(jnp.asarray(A), jnp.asarray(b), None if extra is None else
+    _, ok = systems.shift_solve(jnp.asarray(A), jnp.asarray(b), None if extra is None else
                              ssp.project_psd(extra), reg, 0.0)
     assert bool(jnp.all(ok))
 
@@ -108,7 +108,7 @@ def test_fallback_triggers_on_a_non_psd_system_and_stays_finite():
     A[1] = -5.0 * np.eye(d, dtype=np.float32)
     # a second kind of failure: indefinite but with a PD leading block (NaN at a later pivot)
     A[3] = np.diag([3.0, 2.0, 1.0, -2.0, 4.0]).astype(np.float32)
-    th, ok = ssp._shift_solve(jnp.asarray(A), jnp.asarray(b), None, reg, 0.0)
+    th, ok = systems.shift_solve(jnp.asarray(A), jnp.asarray(b), None, reg, 0.0)
     th, ok = np.asarray(th), np.asarray(ok)
     np.testing.assert_array_equal(ok, [True, False, True, False])
     assert np.all(np.isfinite(th))
@@ -201,8 +201,8 @@ def test_psd_validation():
 
 
 def test_train_config_item_solve_reaches_the_item_step():
-    """make_steps(TrainConfig(item_solve="shift")) runs the shift solve (and the default
-    "project" the projection)."""
+    """make_steps(TrainConfig(item_solve=...)) runs that solve: "project" the projection,
+    "shift" the shifted Cholesky solve, "cg" (the default) CG from the previous V."""
     from dpmt.config import TrainConfig
     from dpmt.solvers.steps import ItemNoise, make_steps
 
@@ -214,14 +214,18 @@ def test_train_config_item_solve_reaches_the_item_step():
     V = np.zeros((r.n_items, d), np.float32)
     key, noise = jax.random.key(2), ItemNoise(sigma_A=0.3, sigma_b=0.2)
     out = {}
-    for mode in ("project", "shift"):
-        steps = make_steps(TrainConfig(dim=d, item_solve=mode, solver="ssp"), r, w)
+    assert TrainConfig().item_solve == "cg"
+    for mode in ("project", "shift", "cg"):
+        steps = make_steps(TrainConfig(dim=d, item_solve=mode, solver="ssp", cg_steps=2), r, w)
         out[mode] = np.asarray(steps.item_step.update(steps.item_step.init(key, V), V, U, key,
                                                       noise)[0])
         ref = ssp.ssp_item_step(steps.items, U, steps.weights, None, key, 0.3, 0.2,
-                                steps.cfg.reg, psd=mode)
+                                steps.cfg.reg, psd=mode, x0=V, cg_steps=2)
         np.testing.assert_allclose(out[mode], np.asarray(ref), rtol=1e-6, atol=1e-7)
     assert not np.allclose(out["project"], out["shift"])
+    # 2 CG steps from V = 0 (d = 4): close to shift's solution, not equal to it
+    assert not np.array_equal(out["cg"], out["shift"])
+    assert np.linalg.norm(out["cg"] - out["shift"]) < 0.1 * np.linalg.norm(out["shift"])
 
 
 SCRIPT = textwrap.dedent("""

@@ -12,7 +12,7 @@ QUIET = ExecutionConfig(progress=False)
 BASE = TrainConfig(dataset="synthetic:users=500,items=120,interactions=10000",
                    split="heldout-users", heldout_users=50, delta=1e-5, iterations=1)
 DS = q.Dataset("Skewed synthetic tiny", BASE, (0,), (2.0,), weightings=("uniform", "adaptive"),
-               private_grid=(dict(dim=4), dict(dim=8, reg=10.0)), als_grid=(dict(dim=4),),
+               private_grid=(dict(dim=4), dict(dim=8, reg=10.0)), als_grid=(dict(dim=4, item_solve="shift"),),
                solve_grid=(dict(dim=4),))
 
 
@@ -25,6 +25,8 @@ def test_the_als_baseline_is_exact_alternating_least_squares(rows):
     als = next(r for r in rows if r["method"] == "ALS (non-private, tuned)")
     assert all("solver=ssp" in t["config"] and "private=False" in t["config"]
                for t in als["tried"])
+    # exact solves: the Cholesky item solve (s = 0 without noise), not the default CG
+    assert all(g.get("item_solve") == "shift" for g in q.ALS_GRID)
 
 
 def test_every_cell_is_run_once_and_privacy_is_stated(rows):
@@ -32,7 +34,7 @@ def test_every_cell_is_run_once_and_privacy_is_stated(rows):
     methods = [r["method"] for r in rows]
     for m in ("popularity (exact, not private)", "ALS (non-private, tuned)", "dpmt defaults",
               "private popularity", "uniform", "adaptive", "adaptive, SSP project",
-              "adaptive, SSP shift"):
+              "adaptive, SSP shift", "adaptive, SSP cg"):
         assert methods.count(m) == 1
     for r in rows:
         if r["method"] in ("uniform", "adaptive", "dpmt defaults"):

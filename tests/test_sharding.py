@@ -149,6 +149,8 @@ FIT_SCRIPT = textwrap.dedent("""
     feats = np.random.default_rng(0).normal(size=(r.n_items, 5)).astype(np.float32)
     out = {}
     variants = {"ssp": dict(solver="ssp"), "gd": dict(solver="gd"),
+                # warm-started CG item and user solves (the starting points replicated)
+                "ssp-cg": dict(solver="ssp", item_solve="cg", user_solve="cg"),
                 # the generic (vmap-grad, users-sharded) path and the Poisson-sampled variant
                 "gd-mlp": dict(solver="gd",
                                gd=GDConfig(encoder="mlp", mlp_hidden=8, learning_rate=1.0)),
@@ -171,12 +173,13 @@ FIT_SCRIPT = textwrap.dedent("""
 """)
 
 
-ALL_VARIANTS = ("ssp", "gd", "gd-mlp", "gd-poisson")
+ALL_VARIANTS = ("ssp", "ssp-cg", "gd", "gd-mlp", "gd-poisson")
 
 
 @pytest.mark.parametrize("variants, devices", [
-    # default suite: SSP and GD's embedding path (the cross-device norm all-reduce), 1 vs 4
-    (("ssp", "gd"), (1, 4)),
+    # default suite: SSP (Cholesky and CG solves) and GD's embedding path (the cross-device
+    # norm all-reduce), 1 vs 4
+    (("ssp", "ssp-cg", "gd"), (1, 4)),
     # make test-slow: every path on 1, 2 and 4 devices
     pytest.param(ALL_VARIANTS, (1, 2, 4), marks=pytest.mark.slow)])
 def test_fit_gives_the_same_model_on_1_2_4_devices(variants, devices):

@@ -38,11 +38,14 @@ def item_step_flops(task_layout, dim: int, extra: bool = True, psd: str = "proje
     * ``psd="shift"`` (with or without ``extra``): one Cholesky solve (d³/3 + 2d²) and the
       ``Â + E + (s+λ)I + extra`` updates (~3d²); no ``eigh``. Its checked per-item fallback
       (an ``eigh`` for a batch where some item's ``Â + sI`` is not PSD) is not counted.
+    * ``psd="cg"``: counted as "shift" — the FLOPs the maths of the solve needs (one Cholesky,
+      issue 11's yardstick), not the ``(k + 2)·2d²`` its ``k`` CG steps actually do, so that
+      its fraction of peak compares with shift's on the same work.
     """
     d = dim
     slots, nnz = layout_slots(task_layout)
     m = task_layout.n_rows
-    if psd == "shift":
+    if psd in ("shift", "cg"):
         per_item = cholesky_flops(d) + 3.0 * d * d
     elif extra and psd == "project":
         per_item = eigh_flops(d) + 2.0 * d ** 3 + cholesky_flops(d) + 3.0 * d * d

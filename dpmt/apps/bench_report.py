@@ -428,8 +428,8 @@ def headline_lines(results: list[dict]) -> list[str]:
         if cmp_ and cmp_.get("seconds"):   # the other item solve, same inputs (bench.py)
             out.append(f"* d = {dim}, {dev} device{'s' if dev > 1 else ''}: item step "
                        f"{it['seconds']:.2f} s ({r.get('item_solve')}) vs "
-                       f"{cmp_['seconds']:.2f} s ({cmp_['item_solve']}): shift is "
-                       f"{cmp_['shift_speedup']:.2f}x faster.")
+                       f"{cmp_['seconds']:.2f} s ({cmp_['item_solve']}): "
+                       f"{r.get('item_solve')} is {_speedup(cmp_):.2f}x faster.")
     for dim in sorted({d for d, _ in full}):
         one, more = full.get((dim, 1)), [r for (d, n), r in full.items() if d == dim and n > 1]
         for r in more:
@@ -459,10 +459,16 @@ def write_benchmarks_md(results: list[dict], path: Path, raw_dir: str | None = N
     atomic_write_text(path, header + markdown_tables(results, raw_dir))
 
 
+def _speedup(cmp_: dict) -> float:
+    """Seconds of the compared item solve / seconds of the timed one (JSON files written
+    before "speedup" existed timed shift against project: their "shift_speedup")."""
+    return cmp_["speedup"] if "speedup" in cmp_ else cmp_["shift_speedup"]
+
+
 def summary_line(r: dict) -> str:
     cmp_ = r.get("item_step_compare")
-    other = (f" [{cmp_['item_solve']} {cmp_['seconds']:.2f}s; shift "
-             f"{cmp_['shift_speedup']:.2f}x faster]" if cmp_ else "")
+    other = (f" [{cmp_['item_solve']} {cmp_['seconds']:.2f}s; {r.get('item_solve')} "
+             f"{_speedup(cmp_):.2f}x faster]" if cmp_ else "")
     return (f"{r['interactions']:,} interactions, d={r['dim']}: private iteration "
             f"{r['iteration_seconds']:.2f}s; item step ({r.get('item_solve')}) "
             f"{r['item_step']['seconds']:.2f}s ({100 * r['item_step']['fraction_of_peak']:.1f}% "

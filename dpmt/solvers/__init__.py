@@ -2,11 +2,15 @@
 
 * :mod:`~dpmt.solvers.layout` — bucketed, padded, chunked row layout of the ratings matrix.
 * :mod:`~dpmt.solvers.ssp` — sufficient-statistics perturbation (Krichene et al. 2023, Alg. 1).
+* :mod:`~dpmt.solvers.systems` — the released item systems made well-posed and solved
+  (projection, spectral shift + Cholesky, or warm-started CG): post-processing.
+* :mod:`~dpmt.solvers.cg` — batched, warm-started, Jacobi-preconditioned conjugate gradients.
 * :mod:`~dpmt.solvers.noise` — the releases' Gaussian noise: JAX's threefry normals, fused
   for CPU, keyed by (key, item) so any layout or device count draws the same noise.
 * :mod:`~dpmt.solvers.noisy_gd` — noisy GD / Poisson DP-SGD with per-user clipping (Alg. 2).
 * :mod:`~dpmt.solvers.encoders` — flax item encoders (embedding table, MLP over features).
-* :mod:`~dpmt.solvers.user_step` — exact, unreleased user step of alternating minimisation.
+* :mod:`~dpmt.solvers.user_step` — the unreleased user step of alternating minimisation
+  (exact, or warm-started CG).
 
 Each releasing function has its sensitivity function next to it
 (:func:`ssp_sensitivities`, :func:`gramian_sensitivity`, :func:`noisy_gd_sensitivity`) and

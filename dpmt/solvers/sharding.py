@@ -46,6 +46,7 @@ from jax.sharding import PartitionSpec as P
 
 from dpmt.errors import ConfigError, check_range
 from dpmt.solvers import ssp
+from dpmt.solvers.cg import check_cg_steps, check_start
 from dpmt.solvers.layout import (Bucket, Layout, count_trace, map_row_blocks, require_kind,
                                  require_unsegmented)
 from dpmt.solvers.user_step import clip_rows, solve_block, system_base
@@ -218,14 +219,16 @@ def _check(sl, mesh: Mesh, kind: str, what: str):
 
 # -- the item step ---------------------------------------------------------------------------
 def sharded_ssp_item_step(mesh: Mesh, layout: ShardedLayout, X, weights, labels, key,
-                          sigma_A, sigma_b, reg, extra=None, psd: str = "project") -> jax.Array:
+                          sigma_A, sigma_b, reg, extra=None, psd: str = "project",
+                          x0=None, cg_steps: int = ssp.DEFAULT_CG_STEPS) -> jax.Array:
     """:func:`dpmt.solvers.ssp.ssp_item_step` with items split across the devices of ``mesh``.
 
     Same arguments and semantics (``layout`` from :func:`shard_layout` of a task layout);
-    returns θ float32 (n_items, d), replicated on every device of the mesh.
+    returns θ float32 (n_items, d), replicated on every device of the mesh. ``psd="cg"``
+    starts item ``i`` from ``x0[i]`` (replicated), as on one device.
     """
     _check(layout, mesh, "items", "sharded_ssp_item_step")
-    ssp._check_psd(psd)
+    ssp.check_psd(psd)
     ssp._check_reg(reg)
     noiseless = all(isinstance(s, (int, float)) and s == 0 for s in (sigma_A, sigma_b))
     if key is None and not noiseless:
@@ -234,11 +237,17 @@ def sharded_ssp_item_step(mesh: Mesh, layout: ShardedLayout, X, weights, labels,
         psd = "project"
     X = replicate(_f32(X), mesh)
     d = X.shape[-1]
+    start = None
+    if psd == "cg":
+        start = check_start(x0, (layout.layout.n_rows, d))
+        start = replicate(np.zeros((layout.layout.n_rows, d), np.float32) if start is None
+                          else _f32(start), mesh)
     return _sharded_item(mesh, layout, X, replicate(_f32(weights), mesh),
                          replicate(_f32(labels), mesh), replicate(_key_data(key), mesh),
                          *(replicate(np.float32(v), mesh) for v in (sigma_A, sigma_b, reg)),
-                         replicate(_f32(extra), mesh), psd=psd,
-                         batch_size=ssp.solve_block_rows(d), noisy=not noiseless)
+                         replicate(_f32(extra), mesh), start, psd=psd,
+                         batch_size=ssp.solve_block_rows(d), noisy=not noiseless,
+                         cg_steps=check_cg_steps(cg_steps))
 
 
 def _f32(x):
@@ -251,22 +260,24 @@ def _f32(x):
     return np.asarray(x, np.float32)
 
 
-@jax.jit(static_argnames=("mesh", "psd", "batch_size", "noisy"))
-def _sharded_item(mesh, sl, X, weights, labels, key, sigma_A, sigma_b, reg, extra, *,
-                  psd, batch_size, noisy):
-    count_trace("sharded_ssp_item_step_shift" if psd == "shift" else "sharded_ssp_item_step")
+@jax.jit(static_argnames=("mesh", "psd", "batch_size", "noisy", "cg_steps"))
+def _sharded_item(mesh, sl, X, weights, labels, key, sigma_A, sigma_b, reg, extra, start, *,
+                  psd, batch_size, noisy, cg_steps):
+    count_trace("sharded_ssp_item_step" if psd == "project" else
+                f"sharded_ssp_item_step_{psd}")
     axis = axis_name(mesh)
     layout = sl.layout
-    kw = dict(psd=psd, batch_size=batch_size, noisy=noisy)
+    kw = dict(psd=psd, batch_size=batch_size, noisy=noisy, cg_steps=cg_steps)
     # optional inputs travel in a dict holding only the ones given (shard_map specs per leaf)
-    opt = {k: v for k, v in (("weights", weights), ("labels", labels), ("extra", extra))
-           if v is not None}
+    opt = {k: v for k, v in (("weights", weights), ("labels", labels), ("extra", extra),
+                             ("start", start)) if v is not None}
 
     def local(buckets, empty, X, key, sigma_A, sigma_b, reg, opt):
         d = X.shape[-1]
         extra_p = ssp.project_psd(opt["extra"]) if "extra" in opt else None
-        # psd="shift": the shift of the whole item set (layout.n_rows), as on one device
-        shift = ssp.spectral_shift(sigma_A, d, layout.n_rows) if psd == "shift" else None
+        # psd="shift"/"cg": the shift of the whole item set (layout.n_rows), as on one device
+        shift = ssp.spectral_shift(sigma_A, d, layout.n_rows) if psd in ssp.SHIFTED else None
+        kw["start"] = opt.get("start")
         lay = local_layout(buckets, layout)
         outs = lay.map_chunks(lambda c: ssp.private_item_solve_chunk(
             c, X, opt.get("weights"), opt.get("labels"), key, sigma_A, sigma_b, reg, extra_p,
@@ -292,7 +303,8 @@ def _sharded_item(mesh, sl, X, weights, labels, key, sigma_A, sigma_b, reg, extr
 # -- the user step ---------------------------------------------------------------------------
 def sharded_solve_users(mesh: Mesh, layout_by_user: ShardedLayout, V, labels=None,
                         reg: float = 1.0, alpha0: float = 0.0, clip_norm: float | None = None,
-                        weights=None) -> jax.Array:
+                        weights=None, U0=None, cg_steps: int = ssp.DEFAULT_CG_STEPS
+                        ) -> jax.Array:
     """:func:`dpmt.solvers.user_step.solve_users` with users split across the devices of
     ``mesh``. Same arguments (``layout_by_user`` from :func:`shard_layout` of a user layout);
     returns U float32 (n_users, d), replicated on every device of the mesh."""
@@ -303,26 +315,31 @@ def sharded_solve_users(mesh: Mesh, layout_by_user: ShardedLayout, V, labels=Non
         raise ConfigError("sharded_solve_users needs reg > 0 or alpha0 > 0")
     if clip_norm is not None:
         check_range("clip_norm", clip_norm, low=0, low_open=True)
-    return _sharded_users(mesh, layout_by_user, replicate(_f32(V), mesh),
+    V = replicate(_f32(V), mesh)
+    U0 = check_start(U0, (layout_by_user.layout.n_rows, V.shape[-1]), "U0")
+    return _sharded_users(mesh, layout_by_user, V,
                           replicate(_f32(labels), mesh), replicate(_f32(weights), mesh),
                           replicate(np.float32(reg), mesh), replicate(np.float32(alpha0), mesh),
-                          None if clip_norm is None else replicate(np.float32(clip_norm), mesh))
+                          None if clip_norm is None else replicate(np.float32(clip_norm), mesh),
+                          replicate(_f32(U0), mesh), cg_steps=check_cg_steps(cg_steps))
 
 
-@jax.jit(static_argnames=("mesh",))
-def _sharded_users(mesh, sl, V, labels, weights, reg, alpha0, clip_norm):
-    count_trace("sharded_solve_users")
+@jax.jit(static_argnames=("mesh", "cg_steps"))
+def _sharded_users(mesh, sl, V, labels, weights, reg, alpha0, clip_norm, U0, *, cg_steps):
+    count_trace("sharded_solve_users" if U0 is None else "sharded_solve_users_cg")
     axis = axis_name(mesh)
     layout = sl.layout
     d = V.shape[-1]
 
-    opt = {k: v for k, v in (("labels", labels), ("weights", weights)) if v is not None}
+    opt = {k: v for k, v in (("labels", labels), ("weights", weights), ("U0", U0))
+           if v is not None}
 
     def local(buckets, V, reg, alpha0, opt):
         base = system_base(V, reg, alpha0)
 
         def block_solve(c):
-            return solve_block(V, c, opt.get("labels"), opt.get("weights"), base)
+            return solve_block(V, c, opt.get("labels"), opt.get("weights"), base,
+                               opt.get("U0"), cg_steps)
 
         lay = local_layout(buckets, layout)
         outs = lay.map_chunks(lambda c: map_row_blocks(block_solve, c, dim=d))

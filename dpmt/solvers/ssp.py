@@ -41,11 +41,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpmt.errors import ConfigError, check_range
+from dpmt.solvers.cg import DEFAULT_CG_STEPS, check_cg_steps, check_start
 from dpmt.solvers.layout import (DEFAULT_MAX_CHUNK_BYTES, Chunk, Layout, count_trace,
                                  gather_slots, map_batches, map_row_blocks, require_kind,
                                  weighted_gram)
 from dpmt.solvers.noise import (fold_in_words, key_words, normal_words, symmetric_from_words,
                                 symmetric_words)
+from dpmt.solvers.systems import (SHIFTED, check_psd, project_psd, shift_tail,  # noqa: F401
+                                  solve_systems, spectral_shift)
 
 _HI = jax.lax.Precision.HIGHEST  # no TF32/bf16 passes on accelerators: statistics are summed
 
@@ -205,140 +208,6 @@ def privatize_statistics(A: jax.Array, b: jax.Array, key: jax.Array, sigma_A, si
 
 
 # -- solve ---------------------------------------------------------------------------------------
-@jax.jit
-def project_psd(M: jax.Array) -> jax.Array:
-    """Projection onto the PSD cone (Frobenius): eigendecomposition, negative eigenvalues set
-    to 0. Works on (..., d, d); symmetrises its input and its output."""
-    M = 0.5 * (M + jnp.swapaxes(M, -1, -2))
-    lam, Q = jnp.linalg.eigh(M)
-    P = jnp.matmul(Q * jnp.maximum(lam, 0.0)[..., None, :], jnp.swapaxes(Q, -1, -2),
-                   precision=_HI)
-    return 0.5 * (P + jnp.swapaxes(P, -1, -2))
-
-
-def _eig_solve(M, rhs, floor):
-    """``Q diag(1/max(μ, floor)) Qᵀ rhs`` with ``M = Q diag(μ) Qᵀ`` — a solve that is finite for
-    any symmetric M (floor > 0)."""
-    mu, Q = jnp.linalg.eigh(M)
-    z = jnp.einsum("...ji,...j->...i", Q, rhs, precision=_HI) / jnp.maximum(mu, floor)
-    return jnp.einsum("...ij,...j->...i", Q, z, precision=_HI)
-
-
-def _cholesky_solve_flags(M, rhs, reg):
-    """Batched Cholesky solve of ``M θ = rhs`` (M (n, d, d), rhs (n, d)) for systems expected
-    to satisfy ``M ⪰ reg·I``, plus a bool (n,) flag per system: did it pass the checks?
-
-    The checks use that lower bound: in exact arithmetic every pivot ``L_kk² ≥ λ_min(M) ≥ reg``
-    and ``‖θ‖ ≤ ‖rhs‖ / reg``. A system passes only if its solution is finite, all its pivots
-    are ``≥ reg/2`` and ``‖θ‖ ≤ (1 + 10⁻³)·‖rhs‖/reg``. A matrix that is not positive definite
-    makes LAPACK's factorisation fail, which jax reports as NaN: the system fails the check.
-    """
-    Lf = jnp.linalg.cholesky(M)
-    z = jax.lax.linalg.triangular_solve(Lf, rhs[..., None], left_side=True, lower=True)
-    th = jax.lax.linalg.triangular_solve(Lf, z, left_side=True, lower=True,
-                                         transpose_a=True)[..., 0]
-    piv = jnp.diagonal(Lf, axis1=-2, axis2=-1)
-    bound = jnp.linalg.norm(rhs, axis=-1) / reg * (1 + 1e-3) + 1e-30
-    ok = (jnp.all(jnp.isfinite(th), axis=-1) & jnp.all(piv * piv >= 0.5 * reg, axis=-1)
-          & (jnp.linalg.norm(th, axis=-1) <= bound))
-    return th, ok
-
-
-def _cholesky_solve_checked(M, rhs, reg):
-    """:func:`_cholesky_solve_flags` with one flag for the whole batch: accepted only if every
-    system passed; otherwise (float32 round-off has eaten the margin, e.g. huge noise with a
-    tiny ridge) the caller falls back to the eigenvalue solve."""
-    th, ok = _cholesky_solve_flags(M, rhs, reg)
-    return th, jnp.all(ok)
-
-
-#: Probability budget of the spectral shift (``psd="shift"``): the tail ``t`` is chosen so
-#: that, by a union bound over the ``m`` items of one step, the probability that the shift is
-#: too small for any item is at most this (such an item takes the checked fallback anyway).
-SHIFT_FAILURE_PROB = 0.01
-
-
-def shift_tail(n_items: int, p_fail: float = SHIFT_FAILURE_PROB) -> float:
-    """``t = 2·√(ln(m / p_fail))``: ``m·exp(−t²/4) = p_fail`` (see :func:`spectral_shift`)."""
-    check_range("p_fail", p_fail, low=0, high=1, low_open=True, high_open=True)
-    return 2.0 * math.sqrt(math.log(max(int(n_items), 1) / p_fail))
-
-
-def spectral_shift(sigma_A, d: int, n_items: int, p_fail: float = SHIFT_FAILURE_PROB):
-    """The shift ``s = σ_A·(2√d + t)`` of ``psd="shift"``, ``t =`` :func:`shift_tail`.
-
-    Bound: ``E`` = :func:`symmetric_noise` (upper triangle i.i.d. ``N(0, σ²)``, diagonal
-    included). For unit ``v``, ``vᵀEv`` is Gaussian with variance
-    ``σ²(2 − Σ_k v_k⁴) ≤ 2σ²``, and ``Var(vᵀEv − wᵀEw) ≤ 4σ²‖v − w‖²``, so by
-    Sudakov–Fernique (comparison with ``2σ⟨g, v⟩``) ``E λ_max(E) ≤ 2σ√d``; and ``λ_max`` is a
-    ``√2σ``-Lipschitz function of the standard normal entries, so by Gaussian concentration
-    ``P(λ_max(E) ≥ σ(2√d + t)) ≤ exp(−t²/4)`` — likewise ``P(λ_min(E) ≤ −σ(2√d + t))``
-    (each off-diagonal entry enters ``vᵀEv`` twice, hence ``t²/4`` rather than the ``t²/2``
-    of a rectangular matrix with i.i.d. Gaussian entries). Since the exact ``A_i`` is
-    PSD, ``λ_min(Â_i + sI) ≥ λ_min(E_i) + s ≥ 0`` for all ``m`` items with probability
-    ``≥ 1 − m·exp(−t²/4) = 1 − p_fail``. Measured (numpy, 4,000 draws): ``−λ_min(E)/σ`` has
-    mean 15.2 and maximum 17.7 at d = 64 (2√d = 16), mean 21.9 and maximum 24.2 at d = 128
-    (2√d = 22.6, 1,000 draws); the default ``t`` (7.7 for m = 26,744) is conservative.
-
-    ``sigma_A`` may be a traced scalar; ``d``, ``n_items`` are static. ``n_items`` must be the
-    total number of items (not a block's or a device's), so the shift — and the model — does
-    not depend on the batching or the number of devices.
-    """
-    return sigma_A * (2.0 * math.sqrt(d) + shift_tail(n_items, p_fail))
-
-
-def _shift_solve(A_hat, b_hat, extra_p, reg, shift):
-    """``psd="shift"``: θ and a bool (n,) flag per item (True: Cholesky accepted, False: the
-    item was re-solved by the fallback) for released ``Â (n, d, d)``, ``b̂ (n, d)``.
-
-    ``M = Â + (s + λ)·I [+ extra]``, ``s`` = :func:`spectral_shift`. ``M ⪰ λI`` whenever
-    ``Â + sI ⪰ 0`` (w.h.p.): one Cholesky solve, checked per item by
-    :func:`_cholesky_solve_flags`. An item that fails (its ``Â + sI`` is not PSD, so the
-    factorisation gives NaN, or round-off broke the ``M ⪰ λI`` bounds) gets the eigenvalue
-    solve of the same ``M`` with eigenvalues floored at λ, ``Q diag(1/max(μ, λ)) Qᵀ b̂``, which
-    is finite for any symmetric M (and equal to the Cholesky solution when ``M ⪰ λI``). The
-    fallback runs under ``lax.cond`` once per batch, only if some item of the batch failed,
-    and is selected per item with ``jnp.where``: batches where all items pass never
-    compute an ``eigh``.
-    """
-    d = A_hat.shape[-1]
-    M = A_hat + (shift + reg) * jnp.eye(d, dtype=jnp.float32)
-    if extra_p is not None:
-        M = M + extra_p
-    th, ok = _cholesky_solve_flags(M, b_hat, reg)
-    th = jax.lax.cond(jnp.all(ok), lambda: th,
-                      lambda: jnp.where(ok[..., None], th, _eig_solve(M, b_hat, reg)))
-    return th, ok
-
-
-def _solve_systems(A_hat, b_hat, extra_p, reg, psd, shift=None):
-    """θ for a batch of released statistics ``Â (n, d, d)``, ``b̂ (n, d)``; ``extra_p`` is the
-    already projected (d, d) extra term or None. See :func:`ssp_solve` for the semantics.
-
-    * "shift": :func:`_shift_solve` with the given ``shift`` (with or without extra): one
-      Cholesky per item, no ``eigh`` unless an item of the batch fails its checks.
-
-    * no extra: ``(Π(Â) + λI)⁻¹ b̂`` = eigenvalue solve of ``Â + λI`` floored at λ (one ``eigh``).
-    * "floor": eigenvalue solve of ``Â + extra + λI`` floored at λ (one ``eigh``).
-    * "project" with extra: ``Π(Â)`` by one ``eigh``; ``M = Π(Â) + extra + λI ⪰ λI`` is then
-      solved by Cholesky (d³/3 + 2d² FLOPs instead of a second ``eigh``, ~9d³), checked by
-      :func:`_cholesky_solve_checked`; a batch failing the check is re-solved by the eigenvalue
-      solve (floored at λ), which is what this path always did before — so results agree with
-      it to float32 round-off of the final solve.
-    """
-    if psd == "shift":
-        return _shift_solve(A_hat, b_hat, extra_p, reg, shift)[0]
-    d = A_hat.shape[-1]
-    eye = jnp.eye(d, dtype=jnp.float32)
-    if extra_p is None:
-        return _eig_solve(A_hat + reg * eye, b_hat, reg)
-    if psd == "floor":
-        return _eig_solve(A_hat + extra_p + reg * eye, b_hat, reg)
-    M = project_psd(A_hat) + extra_p + reg * eye
-    th, ok = _cholesky_solve_checked(M, b_hat, reg)
-    return jax.lax.cond(ok, lambda: th, lambda: _eig_solve(M, b_hat, reg))
-
-
 def _default_batch(m: int, d: int) -> int:
     # eigh workspace + noise + projections: a few (d, d) float32 arrays per item
     return int(max(1, min(m, DEFAULT_MAX_CHUNK_BYTES // (4 * 8 * d * d))))
@@ -349,18 +218,10 @@ def _check_reg(reg):
         check_range("reg", reg, low=0, low_open=True)
 
 
-#: the values of ``psd=`` (``TrainConfig.item_solve`` offers "project" and "shift")
-PSD_MODES = ("project", "floor", "shift")
-
-
-def _check_psd(psd):
-    if psd not in PSD_MODES:
-        raise ConfigError(f"psd must be one of {', '.join(map(repr, PSD_MODES))} (got {psd!r})")
-
-
 def ssp_solve(A: jax.Array, b: jax.Array, key: jax.Array | None, sigma_A, sigma_b, reg,
               extra: jax.Array | None = None, psd: str = "project",
-              batch_size: int | None = None) -> jax.Array:
+              batch_size: int | None = None, x0: jax.Array | None = None,
+              cg_steps: int = DEFAULT_CG_STEPS) -> jax.Array:
     """Private task parameters from the exact statistics (Algorithm 1: noise, then solve).
 
     ``θ_i = (Π(A_i + E_i) + extra + λ I)⁻¹ (b_i + e_i)``.
@@ -388,20 +249,23 @@ def ssp_solve(A: jax.Array, b: jax.Array, key: jax.Array | None, sigma_A, sigma_
           (:func:`spectral_shift`: ``Â_i + sI ⪰ 0`` for all items with probability
           ≥ 99%), by one Cholesky per item and no eigendecomposition. An item whose Cholesky
           fails or breaks the ``M ⪰ λI`` checks (non-PSD ``Â_i + sI``, round-off) is re-solved
-          by the eigenvalue solve of the same system floored at λ (:func:`_shift_solve`).
+          by the eigenvalue solve of the same system floored at λ (:func:`shift_solve`).
           It biases every item by ``s`` more ridge than "project" — a different estimator,
           not an approximation of it; same privacy.
         For "project"/"floor" the final solve is ``Q diag(1/max(μ, λ)) Qᵀ b̂`` (μ the
         eigenvalues of the system matrix, which is ≥ λ I in exact arithmetic) or a Cholesky
         solve checked against that bound with the eigenvalue solve as fallback, so it is
         finite for any noise level in float32; so is "shift" (same fallback).
+        * "cg": the "shift" system solved by ``cg_steps`` CG steps from ``x0`` (the previous
+          θ, released; zeros if None), checked per item with "shift" as the fallback
+          (:func:`cg_shift_solve`). Approximate by design: no ``d³`` factorisation.
       batch_size: items per batch of the (sequential) batched eigendecompositions; default
         keeps the working set near 256 MiB.
 
     Returns:
       θ float32 (m, d).
     """
-    _check_psd(psd)
+    check_psd(psd)
     _check_reg(reg)
     A = jnp.asarray(A, jnp.float32)
     b = jnp.asarray(b, jnp.float32)
@@ -418,30 +282,35 @@ def ssp_solve(A: jax.Array, b: jax.Array, key: jax.Array | None, sigma_A, sigma_
         batch_size = _default_batch(m, d)
     if extra is None and psd == "floor":
         psd = "project"   # identical to "floor" without extra: share one compiled kernel
+    x0 = check_start(x0, b.shape)
+    x0 = jnp.zeros(b.shape, jnp.float32) if x0 is None else x0
     return _ssp_solve(A, b, key, jnp.float32(sigma_A), jnp.float32(sigma_b), jnp.float32(reg),
-                      None if extra is None else jnp.asarray(extra, jnp.float32),
-                      psd=psd, batch_size=int(batch_size), noisy=not noiseless)
+                      None if extra is None else jnp.asarray(extra, jnp.float32), x0,
+                      psd=psd, batch_size=int(batch_size), noisy=not noiseless,
+                      cg_steps=check_cg_steps(cg_steps))
 
 
-@jax.jit(static_argnames=("psd", "batch_size", "noisy"))
-def _ssp_solve(A, b, key, sigma_A, sigma_b, reg, extra, *, psd, batch_size, noisy):
+@jax.jit(static_argnames=("psd", "batch_size", "noisy", "cg_steps"))
+def _ssp_solve(A, b, key, sigma_A, sigma_b, reg, extra, x0, *, psd, batch_size, noisy,
+               cg_steps):
     count_trace("ssp_solve")
     m, d = b.shape
     extra_p = None if extra is None else project_psd(extra)
-    shift = spectral_shift(sigma_A, d, m) if psd == "shift" else None
+    shift = spectral_shift(sigma_A, d, m) if psd in SHIFTED else None
 
-    def solve(A_b, b_b, idx):
+    def solve(A_b, b_b, idx, x_b):
         if noisy:
             E, e = _batch_noise(key, idx, d, sigma_A, sigma_b)
             A_b, b_b = A_b + E, b_b + e
-        return _solve_systems(A_b, b_b, extra_p, reg, psd, shift)
+        return solve_systems(A_b, b_b, extra_p, reg, psd, shift, x_b, cg_steps)
 
-    return map_batches(solve, (A, b, jnp.arange(m, dtype=jnp.uint32)), batch_size)
+    return map_batches(solve, (A, b, jnp.arange(m, dtype=jnp.uint32), x0), batch_size)
 
 
 def ssp_item_step(layout: Layout, X: jax.Array, weights: jax.Array | None,
                   labels: jax.Array | None, key: jax.Array | None, sigma_A, sigma_b, reg,
-                  extra: jax.Array | None = None, psd: str = "project") -> jax.Array:
+                  extra: jax.Array | None = None, psd: str = "project",
+                  x0: jax.Array | None = None, cg_steps: int = DEFAULT_CG_STEPS) -> jax.Array:
     """One private SSP task step: :func:`weighted_statistics` then :func:`ssp_solve`.
 
     Returns θ float32 (layout.n_rows, d). The two releases ({Â_i} with Frobenius sensitivity
@@ -452,10 +321,11 @@ def ssp_item_step(layout: Layout, X: jax.Array, weights: jax.Array | None,
     solved right away, so the ``(n_items, d, d)`` statistics are never materialised (1.75 GB
     at ML-20M scale and d = 128). Items without ratings get the solve of their noise alone.
     Same result as ``ssp_solve(*weighted_statistics(...), ...)`` up to float32 round-off.
-    ``psd``: as in :func:`ssp_solve` ("shift": the shift uses ``m = layout.n_rows``).
+    ``psd``, ``x0``, ``cg_steps``: as in :func:`ssp_solve` ("shift", "cg": the shift uses
+    ``m = layout.n_rows``; "cg" starts item ``i`` from ``x0[i]``, the previous released θ_i).
     """
     require_kind(layout, "items", "ssp_item_step", segments_ok=True)
-    _check_psd(psd)
+    check_psd(psd)
     _check_reg(reg)
     noiseless = all(isinstance(s, (int, float)) and s == 0 for s in (sigma_A, sigma_b))
     if key is None:
@@ -466,16 +336,21 @@ def ssp_item_step(layout: Layout, X: jax.Array, weights: jax.Array | None,
         empty = empty_rows(layout) if not noiseless else np.zeros(0, np.int32)
     except jax.errors.TracerArrayConversionError:     # called under the caller's jit
         A, b = weighted_statistics(layout, X, weights, labels)
-        return ssp_solve(A, b, key, sigma_A, sigma_b, reg, extra=extra, psd=psd)
+        return ssp_solve(A, b, key, sigma_A, sigma_b, reg, extra=extra, psd=psd, x0=x0,
+                         cg_steps=cg_steps)
     X = jnp.asarray(X, jnp.float32)
     d = X.shape[-1]
     if extra is None and psd == "floor":
         psd = "project"
+    start = check_start(x0, (layout.n_rows, d)) if psd == "cg" else None
+    start = jnp.zeros((layout.n_rows, d), jnp.float32) if psd == "cg" and start is None \
+        else start
     return _private_item_step(layout, X, weights, labels, key, jnp.float32(sigma_A),
                               jnp.float32(sigma_b), jnp.float32(reg),
                               None if extra is None else jnp.asarray(extra, jnp.float32),
-                              jnp.asarray(empty, jnp.uint32), psd=psd,
-                              batch_size=solve_block_rows(d), noisy=not noiseless)
+                              jnp.asarray(empty, jnp.uint32), start, psd=psd,
+                              batch_size=solve_block_rows(d), noisy=not noiseless,
+                              cg_steps=check_cg_steps(cg_steps))
 
 
 #: Working set of one block of the fused item step's solves (noise, Π(Â), M, eigh/Cholesky
@@ -497,48 +372,54 @@ def empty_rows(layout: Layout) -> np.ndarray:
 
 
 def private_item_solve_chunk(c: Chunk, X, weights, labels, key, sigma_A, sigma_b, reg, extra_p,
-                             *, psd: str, batch_size: int, noisy: bool, shift=None):
+                             *, psd: str, batch_size: int, noisy: bool, shift=None, start=None,
+                             cg_steps: int = DEFAULT_CG_STEPS):
     """θ ``(n, d)`` of one chunk's rows: statistics, noise of item ``rows[k]``, solve (the
     body of :func:`ssp_item_step`, also used per device by :mod:`dpmt.solvers.sharding`).
-    ``shift``: :func:`spectral_shift` of the whole item set, needed by ``psd="shift"``."""
+    ``shift``: :func:`spectral_shift` of the whole item set, needed by ``psd="shift"``/"cg";
+    ``start``: the (n_items, d) table of CG starting points of ``psd="cg"``."""
     d = X.shape[-1]
 
     def block(sc: Chunk):
         A, b = _chunk_statistics(sc, X, weights, labels)
         return private_rows_solve(A, b, sc.rows.astype(jnp.uint32), key, sigma_A, sigma_b, reg,
                                   extra_p, psd=psd, batch_size=batch_size, noisy=noisy,
-                                  shift=shift)
+                                  shift=shift, start=start, cg_steps=cg_steps)
 
     # blocks of rows: the gathered block stays in cache, the solve workspace stays small
     return map_row_blocks(block, c, dim=d, max_rows=batch_size)
 
 
 def private_rows_solve(A, b, idx, key, sigma_A, sigma_b, reg, extra_p, *, psd: str,
-                       batch_size: int, noisy: bool, shift=None):
+                       batch_size: int, noisy: bool, shift=None, start=None,
+                       cg_steps: int = DEFAULT_CG_STEPS):
     """Noise of items ``idx`` added to ``A (n, d, d)``, ``b (n, d)``, then solved in batches.
-    ``psd="shift"`` needs ``shift`` (:func:`spectral_shift` with the *total* item count, so
-    that it does not depend on how the items are split)."""
+    ``psd="shift"``/"cg" need ``shift`` (:func:`spectral_shift` with the *total* item count,
+    so that it does not depend on how the items are split); "cg" starts item ``i`` from
+    ``start[i]`` (``start`` (n_items, d), zeros if None)."""
     d = b.shape[-1]
-    if psd == "shift" and shift is None:
-        raise ConfigError("psd='shift' needs shift= (spectral_shift(sigma_A, d, n_items))")
+    if psd in SHIFTED and shift is None:
+        raise ConfigError(f"psd={psd!r} needs shift= (spectral_shift(sigma_A, d, n_items))")
 
     def solve(A_b, b_b, i_b):
         if noisy:
             E, e = _batch_noise(key, i_b, d, sigma_A, sigma_b)
             A_b, b_b = A_b + E, b_b + e
-        return _solve_systems(A_b, b_b, extra_p, reg, psd, shift)
+        x_b = start[i_b] if psd == "cg" and start is not None else None
+        return solve_systems(A_b, b_b, extra_p, reg, psd, shift, x_b, cg_steps)
 
     return map_batches(solve, (A, b, idx), batch_size)
 
 
-@jax.jit(static_argnames=("psd", "batch_size", "noisy"))
+@jax.jit(static_argnames=("psd", "batch_size", "noisy", "cg_steps"))
 def _private_item_step(layout, X, weights, labels, key, sigma_A, sigma_b, reg, extra, empty,
-                       *, psd, batch_size, noisy):
-    count_trace("ssp_item_step_shift" if psd == "shift" else "ssp_item_step")
+                       start, *, psd, batch_size, noisy, cg_steps):
+    count_trace("ssp_item_step" if psd == "project" else f"ssp_item_step_{psd}")
     d = X.shape[-1]
     extra_p = None if extra is None else project_psd(extra)
-    shift = spectral_shift(sigma_A, d, layout.n_rows) if psd == "shift" else None
-    kw = dict(psd=psd, batch_size=batch_size, noisy=noisy, shift=shift)
+    shift = spectral_shift(sigma_A, d, layout.n_rows) if psd in SHIFTED else None
+    kw = dict(psd=psd, batch_size=batch_size, noisy=noisy, shift=shift, start=start,
+              cg_steps=cg_steps)
     long = None
     if layout.segments is not None:
         # long rows: their segments' statistics summed, then noise and solve per row (the

@@ -83,10 +83,15 @@ class Steps:
 
         return sharding.replicate(np.asarray(x), self.mesh)
 
-    def solve_users(self, V) -> jax.Array:
-        """u_j = (Σ_{i∈I_j} v_i v_iᵀ + α0 VᵀV + λI)⁻¹ Σ_i y_ij v_i, clipped to ‖u_j‖ ≤ C."""
+    def solve_users(self, V, U_prev=None) -> jax.Array:
+        """u_j = (Σ_{i∈I_j} v_i v_iᵀ + α0 VᵀV + λI)⁻¹ Σ_i y_ij v_i, clipped to ‖u_j‖ ≤ C.
+
+        With ``cfg.user_solve == "cg"`` and the previous iteration's ``U_prev``: that many
+        warm-started CG steps instead of Cholesky (:mod:`dpmt.solvers.cg`); else exact."""
         cfg = self.cfg
-        kw = dict(reg=cfg.reg, alpha0=cfg.gravity, clip_norm=cfg.user_clip)
+        kw = dict(reg=cfg.reg, alpha0=cfg.gravity, clip_norm=cfg.user_clip,
+                  cg_steps=cfg.cg_steps,
+                  U0=U_prev if cfg.user_solve == "cg" else None)
         if self.mesh is None:
             from dpmt.solvers.user_step import solve_users
 
@@ -153,9 +158,10 @@ def make_steps(cfg: TrainConfig, train, weights, *, labels=None, item_features=N
 def ssp_item_step(steps: Steps) -> ItemStep:
     """SSP (Algorithm 1) as an :class:`ItemStep`: stateless. ``cfg.item_solve`` picks how the
     noisy item systems are made well-posed (``psd=`` of :func:`dpmt.solvers.ssp.ssp_solve`:
-    "project" or "shift")."""
+    "project", "shift" or "cg"; "cg" starts from the previous, released V)."""
     reg = steps.cfg.reg
     psd = steps.cfg.item_solve
+    cg = dict(x0=None, cg_steps=steps.cfg.cg_steps)
 
     def init(key, V) -> ItemState:
         return ItemState()
@@ -165,13 +171,13 @@ def ssp_item_step(steps: Steps) -> ItemStep:
             from dpmt.solvers.ssp import ssp_item_step as step
 
             V_new = step(steps.items, U, steps.weights, steps.labels, key, noise.sigma_A,
-                         noise.sigma_b, reg, extra=extra, psd=psd)
+                         noise.sigma_b, reg, extra=extra, psd=psd, **{**cg, "x0": V})
         else:
             from dpmt.solvers import sharding
 
             V_new = sharding.sharded_ssp_item_step(
                 steps.mesh, steps.items, U, steps.weights, steps.labels, key, noise.sigma_A,
-                noise.sigma_b, reg, extra=extra, psd=psd)
+                noise.sigma_b, reg, extra=extra, psd=psd, **{**cg, "x0": V})
         return V_new, state
 
     return ItemStep(init, update)

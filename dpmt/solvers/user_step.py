@@ -14,6 +14,12 @@ Computed per bucket chunk of a user layout (rows = users), in cache-sized blocks
 gather ``V[items]`` into a ``(n, L, d)`` block, one batched Gram product, batched Cholesky
 factor/solve. Users without
 ratings get ``u_j = 0``. The same function folds in evaluation users from their history.
+
+With a starting point ``U0`` (the previous iteration's U, ``user_solve="cg"``) the systems are
+solved instead by a few warm-started conjugate-gradient steps on the same Gram matrices
+(:mod:`dpmt.solvers.cg`, as the ``implicit`` library's ``use_cg`` does): no ``d³``
+factorisation. The user step is never released and the clip after it bounds the item step's
+sensitivity either way, so this changes the model, not the privacy.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import jax.numpy as jnp
 from jax.scipy.linalg import cho_factor, cho_solve
 
 from dpmt.errors import ConfigError, check_range
+from dpmt.solvers.cg import DEFAULT_CG_STEPS, cg_solve, check_cg_steps, check_start
 from dpmt.solvers.layout import (Chunk, Layout, count_trace, gather_slots, map_row_blocks,
                                  require_kind, weighted_gram)
 
@@ -37,7 +44,8 @@ def clip_rows(U: jax.Array, clip_norm) -> jax.Array:
 
 def solve_users(layout_by_user: Layout, V: jax.Array, labels: jax.Array | None = None,
                 reg: float = 1.0, alpha0: float = 0.0, clip_norm: float | None = None,
-                weights: jax.Array | None = None) -> jax.Array:
+                weights: jax.Array | None = None, U0: jax.Array | None = None,
+                cg_steps: int = DEFAULT_CG_STEPS) -> jax.Array:
     """Exact (regularised, optionally clipped) least-squares user embeddings.
 
     ``u_j = (Σ_{i∈I_j} c_ij v_i v_iᵀ + α0 VᵀV + λ I)⁻¹ Σ_{i∈I_j} c_ij y_ij v_i`` then
@@ -54,6 +62,8 @@ def solve_users(layout_by_user: Layout, V: jax.Array, labels: jax.Array | None =
       clip_norm: ``C``; None for no clipping.
       weights: optional per-rating confidence ``c_ij`` (nnz,); default all ones. (The user
         step is not released, so these need not satisfy the privacy weight constraint.)
+      U0: optional float (n_rows, d) starting points: solve by ``cg_steps`` conjugate-gradient
+        steps from them (:func:`solve_block`) instead of Cholesky. None: exact.
 
     Returns:
       U float32 (n_rows, d); zero rows for users without ratings.
@@ -68,9 +78,11 @@ def solve_users(layout_by_user: Layout, V: jax.Array, labels: jax.Array | None =
                           "for users with fewer than d ratings)")
     if clip_norm is not None:
         check_range("clip_norm", clip_norm, low=0, low_open=True)
-    return _solve_users(layout_by_user, jnp.asarray(V, jnp.float32), labels, weights,
-                        jnp.float32(reg), jnp.float32(alpha0),
-                        None if clip_norm is None else jnp.float32(clip_norm))
+    V = jnp.asarray(V, jnp.float32)
+    U0 = check_start(U0, (layout_by_user.n_rows, V.shape[-1]), "U0")
+    return _solve_users(layout_by_user, V, labels, weights, jnp.float32(reg),
+                        jnp.float32(alpha0), None if clip_norm is None else jnp.float32(clip_norm),
+                        U0, cg_steps=check_cg_steps(cg_steps))
 
 
 def system_base(V: jax.Array, reg, alpha0) -> jax.Array:
@@ -79,28 +91,37 @@ def system_base(V: jax.Array, reg, alpha0) -> jax.Array:
     return alpha0 * jnp.matmul(V.T, V, precision=_HI) + reg * jnp.eye(d, dtype=jnp.float32)
 
 
-def solve_block(V: jax.Array, c: Chunk, labels, weights, base: jax.Array) -> jax.Array:
+def solve_block(V: jax.Array, c: Chunk, labels, weights, base: jax.Array, U0=None,
+                cg_steps: int = DEFAULT_CG_STEPS) -> jax.Array:
     """The user solve of one block of user rows: (rows, d).
 
     u_j = (Σ_{i∈I_j} c_ij v_i v_iᵀ + base)⁻¹ Σ_{i∈I_j} c_ij y_ij v_i by one batched Gram
     product and a batched Cholesky factor/solve. The one kernel behind training, evaluation,
-    fold-in and the sharded step (:mod:`dpmt.solvers.sharding`).
+    fold-in and the sharded step (:mod:`dpmt.solvers.sharding`). With ``U0`` (the
+    (n_users, d) table of starting points) the same systems get ``cg_steps`` CG steps from
+    ``U0[rows]`` instead; a user whose CG fails (non-finite, which a system ``⪰ λI`` should
+    not give) keeps its starting point.
     """
     y = gather_slots(labels, c)                            # (n, L)
     w = gather_slots(weights, c)
     G, rhs = weighted_gram(V, c, w, y)                     # Σ c v vᵀ, Σ c y v
+    if U0 is not None:
+        x0 = U0[c.rows]
+        res = cg_solve(G + base, rhs, x0, cg_steps)
+        return jnp.where(res.positive[..., None], res.x, x0)
     fac = cho_factor(G + base, lower=True)
     return cho_solve(fac, rhs[..., None])[..., 0]
 
 
-@jax.jit
-def _solve_users(layout, V, labels, weights, reg, alpha0, clip_norm):
-    count_trace("solve_users")
+@jax.jit(static_argnames=("cg_steps",))
+def _solve_users(layout, V, labels, weights, reg, alpha0, clip_norm, U0, *, cg_steps):
+    count_trace("solve_users" if U0 is None else "solve_users_cg")
     d = V.shape[-1]
     base = system_base(V, reg, alpha0)
     # blocks of rows inside each chunk: the gathered (rows, L, d) block stays in cache
     U = layout.assemble(layout.map_chunks(
-        lambda c: map_row_blocks(lambda b: solve_block(V, b, labels, weights, base), c, dim=d)))
+        lambda c: map_row_blocks(lambda b: solve_block(V, b, labels, weights, base, U0,
+                                                       cg_steps), c, dim=d)))
     if clip_norm is not None:
         U = clip_rows(U, clip_norm)
     return U

@@ -14,8 +14,9 @@ al. 2021, Algorithm 1; Krichene et al. 2023, Algorithms 1 and 2):
 2. **Weights** w_ij from n̂ (:mod:`dpmt.train.weights`), Σ_i w_ij² ≤ β for every user
    (checked before the first item step).
 3. For t = 1..T:
-   a. user solve, exact, never released (joint DP): u_j = (Σ_{i∈I_j} v_i v_iᵀ + α0 VᵀV +
-      λI)⁻¹ Σ_i y_ij v_i, clipped to ‖u_j‖ ≤ C;
+   a. user solve, never released (joint DP): u_j = (Σ_{i∈I_j} v_i v_iᵀ + α0 VᵀV +
+      λI)⁻¹ Σ_i y_ij v_i, clipped to ‖u_j‖ ≤ C; exact, or (``user_solve="cg"``) a few
+      conjugate-gradient steps from the previous iteration's u_j;
    b. noisy Gramian Ĝ_U = Σ_j u_j u_jᵀ + E (sensitivity C²) when α0 > 0;
    c. private item step on the weighted per-item objective: SSP or noisy GD, plus the
       gravity term α0 Ĝ_U (:mod:`dpmt.solvers.steps`).
@@ -161,13 +162,16 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
 
     bar = _Progress(ex.progress, start=state.iteration, total=cfg.iterations)
     t_loop = time.time()
+    # user_solve="cg" warm-starts from the last U: users' private state, kept in memory for
+    # the next iteration and never checkpointed (a resumed run's first user step is exact)
+    U = None
     for t in range(state.iteration, cfg.iterations):
         kt = jax.random.fold_in(k_iter, t)
         k_gram, k_item = jax.random.split(kt)
         rel = None if plan is None else plan.iterations[t]
         V = state.V
         # a. exact user solve (never released)
-        U = steps.solve_users(V)
+        U = steps.solve_users(V, U)
         # b. noisy Gramian for the gravity term
         extra = None
         if cfg.gravity > 0:

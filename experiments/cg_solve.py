@@ -1,0 +1,96 @@
+"""How many conjugate-gradient steps does the private item step need, and what do they cost?
+(issue 11: an item step without a d³ factorisation per item.)
+
+Builds the ML-20M-like synthetic at ``N`` interactions with the benchmark's setup (adaptive
+weights, λ = 1, the ε = 5 plan's noise, :func:`dpmt.apps.bench.bench_once`'s recipe), runs
+two private SSP iterations with the Cholesky ``shift`` solve, then times, on the inputs of
+the third (same U, same key, same released statistics), interleaved and best of ``R``:
+
+* the item step with ``item_solve="shift"`` (checked Cholesky per item), and
+* the item step with ``item_solve="cg"`` from the previous V, for ``k`` CG steps,
+
+reporting ``‖θ_cg − θ_shift‖_F / ‖θ_shift‖_F``; and the same for the user step (exact vs
+``k`` CG steps from the previous U)::
+
+    python experiments/cg_solve.py [N=2000000] [d=64] [R=3]
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpmt.apps.bench import make_dataset
+from dpmt.config import TrainConfig
+from dpmt.privacy import private_counts
+from dpmt.runtime import limit_lapack_threads
+from dpmt.solvers.ssp import noisy_gramian
+from dpmt.solvers.steps import ItemNoise, make_steps
+from dpmt.train.loop import initial_items
+from dpmt.train.plan import make_plan
+from dpmt.train.weights import compute_weights
+
+STEPS = (2, 4, 8, 16)
+
+
+def _best(fn, rounds):
+    out, best = None, np.inf
+    for _ in range(rounds):
+        t = time.perf_counter()
+        out = jax.block_until_ready(fn())
+        best = min(best, time.perf_counter() - t)
+    return out, best
+
+
+def main(n: int = 2_000_000, d: int = 64, rounds: int = 3) -> None:
+    limit_lapack_threads()
+    train = make_dataset(n, "synthetic-ml-20m", "data", 0)
+    cfg = TrainConfig(dim=d, iterations=3, epsilon=5.0, seed=0, solver="ssp",
+                      weights="adaptive", reg=1.0, item_solve="shift")
+    plan = make_plan(cfg)
+    k_counts, k_weights, k_init, k_iter = jax.random.split(jax.random.PRNGKey(0), 4)
+    counts, n_hat, _ = private_counts(train.user, train.item, train.n_items,
+                                      k=cfg.effective_count_cap,
+                                      noise_std=plan.counts.noise_std, key=k_counts,
+                                      include_user_count=True)
+    w = compute_weights(cfg, train, counts, n_hat,
+                        seed=int(jax.random.randint(k_weights, (), 0, 2**31 - 1)))
+    steps = {s: make_steps(cfg.replace(item_solve="cg", cg_steps=s), train, w) for s in STEPS}
+    exact = make_steps(cfg, train, w)
+    V = initial_items(k_init, train.n_items, d, cfg.init_scale)
+    U = None
+    for t in range(3):
+        rel = plan.iterations[t]
+        k_gram, k_item = jax.random.split(jax.random.fold_in(k_iter, t))
+        U_prev, U = U, exact.solve_users(V)
+        extra = cfg.gravity * noisy_gramian(U, k_gram, rel.gramian.noise_std)
+        noise = ItemNoise(sigma_A=rel.ssp_A.noise_std, sigma_b=rel.ssp_b.noise_std)
+        if t < 2:
+            V = exact.item_step.update(exact.item_step.init(None, V), V, U, k_item, noise,
+                                       extra, n_hat)[0]
+    print(f"N = {train.nnz:,}, d = {d}, third iteration's inputs, best of {rounds}")
+    ref, t_ref = _best(lambda: exact.item_step.update(None, V, U, k_item, noise, extra,
+                                                      n_hat)[0], rounds + 1)
+    print(f"item step, shift (Cholesky): {t_ref:.3f} s")
+    for s, st in steps.items():
+        th, t_s = _best(lambda: st.item_step.update(None, V, U, k_item, noise, extra,
+                                                    n_hat)[0], rounds + 1)
+        rd = float(jnp.linalg.norm(th - ref) / jnp.linalg.norm(ref))
+        print(f"item step, cg {s:>2} steps: {t_s:.3f} s ({t_ref / t_s:.2f}x), "
+              f"relative difference {rd:.2e}")
+    Uref, t_u = _best(lambda: exact.solve_users(V), rounds + 1)
+    print(f"user step, exact: {t_u:.3f} s")
+    for s, st in steps.items():
+        st.cfg = st.cfg.replace(user_solve="cg")
+        Us, t_s = _best(lambda: st.solve_users(V, U_prev), rounds + 1)
+        rd = float(jnp.linalg.norm(Us - Uref) / jnp.linalg.norm(Uref))
+        print(f"user step, cg {s:>2} steps: {t_s:.3f} s ({t_u / t_s:.2f}x), "
+              f"relative difference {rd:.2e}")
+
+
+if __name__ == "__main__":
+    main(*(int(a) for a in sys.argv[1:]))

@@ -1,0 +1,185 @@
+"""Warm-started conjugate gradients (dpmt.solvers.cg) and the solves built on it: the SSP item
+step's ``psd="cg"`` / ``item_solve="cg"`` and the user step's ``U0`` / ``user_solve="cg"``."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dpmt.config import TrainConfig
+from dpmt.data import make_synthetic, per_user_split
+from dpmt.errors import ConfigError
+from dpmt.solvers import ssp, systems
+from dpmt.solvers.cg import cg_solve, check_cg_steps, check_start
+from dpmt.solvers.layout import task_layout, user_layout
+from dpmt.solvers.user_step import solve_users
+
+
+def _spd(n, d, cond, seed=0):
+    """n SPD matrices with eigenvalues spread over [1, cond], in random bases."""
+    rng = np.random.default_rng(seed)
+    Q = np.linalg.qr(rng.standard_normal((n, d, d)))[0]
+    lam = np.exp(rng.uniform(0, np.log(cond), (n, d)))
+    M = np.einsum("nij,nj,nkj->nik", Q, lam, Q)
+    return (0.5 * (M + np.swapaxes(M, 1, 2))).astype(np.float32), \
+        rng.standard_normal((n, d)).astype(np.float32)
+
+
+def _rel(x, ref):
+    return np.linalg.norm(np.asarray(x) - ref, axis=-1) / np.linalg.norm(ref, axis=-1)
+
+
+def test_cg_converges_to_the_solution_and_shrinks_the_energy_error():
+    M, b = _spd(64, 12, cond=50.0)
+    exact = np.linalg.solve(M.astype(np.float64), b.astype(np.float64)[..., None])[..., 0]
+    x0 = np.zeros_like(b)
+    errs = []
+    for k in (1, 3, 6, 12):
+        res = cg_solve(jnp.asarray(M), jnp.asarray(b), jnp.asarray(x0), k)
+        e = np.asarray(res.x, np.float64) - exact
+        errs.append(np.einsum("ni,nij,nj->n", e, M, e))     # ‖e‖²_M, what CG minimises
+        assert bool(jnp.all(res.positive))
+        np.testing.assert_allclose(np.asarray(res.residual),
+                                   np.linalg.norm(b - np.einsum("nij,nj->ni", M,
+                                                                np.asarray(res.x)), axis=-1),
+                                   rtol=1e-3, atol=1e-4)
+    # the M-norm error shrinks with every extra step (Krylov spaces are nested)
+    for a, c in zip(errs, errs[1:]):
+        assert np.all(c <= a * (1 + 1e-4) + 1e-9)
+    # d steps: exact up to float32 round-off (CG loses orthogonality in float32 at κ = 50)
+    assert np.median(_rel(res.x, exact)) < 1e-4 and np.max(_rel(res.x, exact)) < 1e-2
+    # and far from exact after one step at this conditioning (the test can fail)
+    one = cg_solve(jnp.asarray(M), jnp.asarray(b), jnp.asarray(x0), 1)
+    assert np.median(_rel(one.x, exact)) > 5e-2
+
+
+def test_warm_start_at_the_solution_stays_and_helps():
+    M, b = _spd(32, 16, cond=200.0, seed=1)
+    exact = np.linalg.solve(M.astype(np.float64), b.astype(np.float64)[..., None])[..., 0]
+    at = cg_solve(jnp.asarray(M), jnp.asarray(b), jnp.asarray(exact, jnp.float32), 3)
+    assert np.max(_rel(at.x, exact)) < 1e-4 and bool(jnp.all(at.positive))
+    rng = np.random.default_rng(2)
+    near = exact + 0.05 * rng.standard_normal(exact.shape) * np.linalg.norm(
+        exact, axis=-1, keepdims=True) / 4
+    warm = cg_solve(jnp.asarray(M), jnp.asarray(b), jnp.asarray(near, jnp.float32), 3)
+    cold = cg_solve(jnp.asarray(M), jnp.asarray(b), jnp.zeros_like(jnp.asarray(b)), 3)
+    assert np.median(_rel(warm.x, exact)) < 0.2 * np.median(_rel(cold.x, exact))
+
+
+def test_negative_curvature_is_flagged():
+    d = 5
+    M = np.stack([np.eye(d), -np.eye(d), np.diag([1.0, 1, 1, 1, -3])]).astype(np.float32)
+    b = np.ones((3, d), np.float32)
+    res = cg_solve(jnp.asarray(M), jnp.asarray(b), jnp.zeros((3, d)), 4)
+    assert np.asarray(res.positive).tolist() == [True, False, False]
+    np.testing.assert_allclose(np.asarray(res.x[0]), np.ones(d), rtol=1e-6)
+
+
+def test_argument_checks():
+    for bad in (0, -1, 2.5, True, "3"):
+        with pytest.raises(ConfigError, match="cg_steps"):
+            check_cg_steps(bad)
+    assert check_cg_steps(np.int64(3)) == 3
+    assert check_start(None, (4, 2)) is None
+    with pytest.raises(ConfigError, match=r"U0 must have shape \(4, 2\).*one row per user"):
+        check_start(np.zeros((3, 2)), (4, 2), "U0")
+    with pytest.raises(ConfigError, match="TrainConfig|cg_steps"):
+        TrainConfig(cg_steps=0)
+    with pytest.raises(ConfigError, match="user_solve"):
+        TrainConfig(user_solve="lu")
+    assert TrainConfig(item_solve="cg", user_solve="cg").cg_steps >= 1
+
+
+@pytest.fixture(scope="module")
+def small():
+    r = make_synthetic(n_users=300, n_items=90, n_interactions=4000, seed=4)
+    d = 8
+    rng = np.random.default_rng(0)
+    w = rng.uniform(0.1, 1.0, r.nnz).astype(np.float32)
+    U = rng.standard_normal((r.n_users, d)).astype(np.float32)
+    U /= np.maximum(1.0, np.linalg.norm(U, axis=1, keepdims=True))
+    return r, d, w, U
+
+
+def test_item_step_cg_solves_the_shift_system_with_the_same_noise(small):
+    """psd="cg" draws the same released Â, b̂ as "shift" (same key) and solves the same
+    system: with d steps it matches shift's θ; from shift's θ it stays there; from zero with
+    one step it does not (so the comparison could fail)."""
+    r, d, w, U = small
+    lay = task_layout(r, dim=d)
+    key = jax.random.PRNGKey(3)
+    kw = dict(extra=0.1 * jnp.eye(d))
+    th_shift = np.asarray(ssp.ssp_item_step(lay, U, w, None, key, 0.3, 0.2, 1.0, psd="shift",
+                                            **kw))
+    th_cg = ssp.ssp_item_step(lay, U, w, None, key, 0.3, 0.2, 1.0, psd="cg", cg_steps=d,
+                              x0=np.zeros((r.n_items, d)), **kw)
+    assert np.max(_rel(th_cg, th_shift)) < 1e-3
+    th_at = ssp.ssp_item_step(lay, U, w, None, key, 0.3, 0.2, 1.0, psd="cg", cg_steps=2,
+                              x0=th_shift, **kw)
+    assert np.max(_rel(th_at, th_shift)) < 1e-4
+    th_one = ssp.ssp_item_step(lay, U, w, None, key, 0.3, 0.2, 1.0, psd="cg", cg_steps=1,
+                               **kw)
+    assert np.median(_rel(th_one, th_shift)) > 1e-3
+    # another key (other noise) moves θ by far more than the solves differ
+    th_other = np.asarray(ssp.ssp_item_step(lay, U, w, None, jax.random.PRNGKey(4), 0.3, 0.2,
+                                            1.0, psd="shift", **kw))
+    assert np.median(_rel(th_other, th_shift)) > 1e-2
+    # the unfused path (ssp_solve on the statistics) agrees
+    A, b = ssp.weighted_statistics(lay, U, w)
+    th_u = ssp.ssp_solve(A, b, key, 0.3, 0.2, 1.0, psd="cg", cg_steps=d, **kw)
+    assert np.max(_rel(th_u, th_shift)) < 1e-3
+    with pytest.raises(ConfigError, match="x0 must have shape"):
+        ssp.ssp_item_step(lay, U, w, None, key, 0.3, 0.2, 1.0, psd="cg", x0=np.zeros((2, d)))
+
+
+def test_item_cg_falls_back_per_item_when_a_system_is_not_positive_definite():
+    """A released Â far below −s (an impossible noise draw, forced here) makes M indefinite:
+    CG flags it and that item alone takes shift's checked solve (eigenvalues floored at λ)."""
+    d, reg = 4, 1.0
+    A = np.stack([np.eye(d), -5.0 * np.eye(d), 2.0 * np.eye(d)]).astype(np.float32)
+    b = np.ones((3, d), np.float32)
+    th = systems.cg_shift_solve(jnp.asarray(A), jnp.asarray(b), None, reg, 0.0,
+                                jnp.zeros((3, d)), 3)
+    ref, ok = systems.shift_solve(jnp.asarray(A), jnp.asarray(b), None, reg, 0.0)
+    assert np.asarray(ok).tolist() == [True, False, True]
+    np.testing.assert_allclose(np.asarray(th), np.asarray(ref), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(th[1]), np.ones(d) / reg, rtol=1e-5)
+
+
+def test_user_step_cg_from_a_start(small):
+    r, d, w, _ = small
+    ul = user_layout(r, dim=d)
+    V = np.random.default_rng(5).standard_normal((r.n_items, d)).astype(np.float32)
+    kw = dict(reg=1.0, alpha0=0.05)
+    exact = np.asarray(solve_users(ul, V, **kw))
+    rated = np.linalg.norm(exact, axis=1) > 0
+    full = solve_users(ul, V, U0=np.zeros_like(exact), cg_steps=d, **kw)
+    assert np.max(_rel(np.asarray(full)[rated], exact[rated])) < 1e-3
+    few = solve_users(ul, V, U0=np.zeros_like(exact), cg_steps=1, **kw)
+    assert np.median(_rel(np.asarray(few)[rated], exact[rated])) > 1e-2
+    at = solve_users(ul, V, U0=exact, cg_steps=2, **kw)
+    assert np.max(_rel(np.asarray(at)[rated], exact[rated])) < 1e-4
+    np.testing.assert_array_equal(np.asarray(at)[~rated], 0.0)
+    with pytest.raises(ConfigError, match="U0 must have shape"):
+        solve_users(ul, V, U0=np.zeros((3, d)), **kw)
+
+
+def test_fit_with_cg_solves_spends_the_same_budget_and_tracks_the_exact_model():
+    """item_solve="cg", user_solve="cg": the same releases (ε, noise) as shift; with d CG steps
+    the model is shift's up to round-off, with 1 step it is not."""
+    from dpmt.train.loop import fit
+
+    r = make_synthetic(n_users=400, n_items=120, n_interactions=6000, seed=1)
+    split = per_user_split(r, seed=0)
+    base = TrainConfig(dataset="synthetic", solver="ssp", weights="adaptive", dim=6,
+                       iterations=3, epsilon=3.0, seed=2)
+    runs = {name: fit(split.train, base.replace(**kw)) for name, kw in {
+        "shift": dict(item_solve="shift"),
+        "cg": dict(item_solve="cg", user_solve="cg", cg_steps=6),
+        "cg1": dict(item_solve="cg", user_solve="cg", cg_steps=1)}.items()}
+    assert runs["cg"].epsilon == runs["shift"].epsilon
+    assert [(e.name, e.noise_std) for e in runs["cg"].ledger.releases] == \
+        [(e.name, e.noise_std) for e in runs["shift"].ledger.releases]
+    V = {k: np.asarray(m.item_embeddings) for k, m in runs.items()}
+    assert np.linalg.norm(V["cg"] - V["shift"]) <= 1e-3 * np.linalg.norm(V["shift"])
+    assert np.linalg.norm(V["cg1"] - V["shift"]) > 1e-2 * np.linalg.norm(V["shift"])
