@@ -37,8 +37,9 @@ SUITE_DIMS = (64, 128)
 SUITE_DEVICES = (2,)
 #: version of the result JSON (2: "item_step" is the default item solve, shift, and
 #: "item_step_compare" the other one; 1 timed project as "item_step"; 3: the item layout may
-#: be segmented, "padding" says so)
-SCHEMA_VERSION = 3
+#: be segmented, "padding" says so; 4: the default item solve is cg, timed against shift,
+#: "item_step_compare" has "speedup", and "user_solve", "cg_steps" are recorded)
+SCHEMA_VERSION = 4
 #: the suite's side by side with implicit (when it is installed): (interactions, d)
 SUITE_AGAINST = (2_000_000, 64)
 #: the issue's targets for one private SSP iteration at ML-20M scale on one device (seconds)
