@@ -14,7 +14,7 @@ and of the popularity-prior η on validation, reported on test):
 The ALS rows (non-private) compare the exact solves with ``cg-both``. Prints one table of
 test Recall@20 (mean over seeds; overall and per popularity bucket) and writes the JSON::
 
-    python experiments/cg_quality.py [--quick] [--cg-steps 4] [--out cg_quality.json]
+    python experiments/cg_quality.py [--quick] [--cg-steps 8] [--out cg_quality.json]
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ from jax.sharding import PartitionSpec as P
 
 from dpmt.errors import ConfigError, check_range
 from dpmt.solvers import ssp
-from dpmt.solvers.cg import check_cg_steps, check_start
+from dpmt.solvers.cg import check_cg_steps, check_start, shared_preconditioner
 from dpmt.solvers.layout import (Bucket, Layout, count_trace, map_row_blocks, require_kind,
                                  require_unsegmented)
 from dpmt.solvers.user_step import clip_rows, solve_block, system_base
@@ -278,6 +278,7 @@ def _sharded_item(mesh, sl, X, weights, labels, key, sigma_A, sigma_b, reg, extr
         # psd="shift"/"cg": the shift of the whole item set (layout.n_rows), as on one device
         shift = ssp.spectral_shift(sigma_A, d, layout.n_rows) if psd in ssp.SHIFTED else None
         kw["start"] = opt.get("start")
+        kw["precond"] = ssp.cg_preconditioner(extra_p, reg, shift, d) if psd == "cg" else None
         lay = local_layout(buckets, layout)
         outs = lay.map_chunks(lambda c: ssp.private_item_solve_chunk(
             c, X, opt.get("weights"), opt.get("labels"), key, sigma_A, sigma_b, reg, extra_p,
@@ -336,10 +337,11 @@ def _sharded_users(mesh, sl, V, labels, weights, reg, alpha0, clip_norm, U0, *, 
 
     def local(buckets, V, reg, alpha0, opt):
         base = system_base(V, reg, alpha0)
+        precond = shared_preconditioner(base) if "U0" in opt else None
 
         def block_solve(c):
             return solve_block(V, c, opt.get("labels"), opt.get("weights"), base,
-                               opt.get("U0"), cg_steps)
+                               opt.get("U0"), cg_steps, precond)
 
         lay = local_layout(buckets, layout)
         outs = lay.map_chunks(lambda c: map_row_blocks(block_solve, c, dim=d))

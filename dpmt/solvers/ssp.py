@@ -24,7 +24,8 @@ statistics, so free of privacy cost): "project" (``Π(Â_i)`` by one ``eigh`` pe
 reference protocol), "floor" (eigenvalues of ``Â_i + extra + λI`` floored at λ) or "shift"
 (``Â_i + s·I`` with ``s = σ_A(2√d + t)`` from the known noise scale, then one Cholesky per
 item with a checked per-item eigenvalue fallback; no eigendecomposition in the common case:
-:func:`spectral_shift`).
+:func:`spectral_shift`) or "cg" (the "shift" system by a few conjugate-gradient steps from the
+previous, released θ: no factorisation). These solves live in :mod:`dpmt.solvers.systems`.
 
 Everything is computed from a :class:`~dpmt.solvers.layout.Layout` with rows = items (tasks):
 batched ``X_gᵀ diag(w) X_g`` products per bucket chunk, never per-rating outer products.
@@ -47,8 +48,8 @@ from dpmt.solvers.layout import (DEFAULT_MAX_CHUNK_BYTES, Chunk, Layout, count_t
                                  weighted_gram)
 from dpmt.solvers.noise import (fold_in_words, key_words, normal_words, symmetric_from_words,
                                 symmetric_words)
-from dpmt.solvers.systems import (SHIFTED, check_psd, project_psd, shift_tail,  # noqa: F401
-                                  solve_systems, spectral_shift)
+from dpmt.solvers.systems import (SHIFTED, cg_preconditioner, check_psd,  # noqa: F401
+                                  project_psd, shift_tail, solve_systems, spectral_shift)
 
 _HI = jax.lax.Precision.HIGHEST  # no TF32/bf16 passes on accelerators: statistics are summed
 
@@ -298,11 +299,13 @@ def _ssp_solve(A, b, key, sigma_A, sigma_b, reg, extra, x0, *, psd, batch_size, 
     extra_p = None if extra is None else project_psd(extra)
     shift = spectral_shift(sigma_A, d, m) if psd in SHIFTED else None
 
+    precond = cg_preconditioner(extra_p, reg, shift, d) if psd == "cg" else None
+
     def solve(A_b, b_b, idx, x_b):
         if noisy:
             E, e = _batch_noise(key, idx, d, sigma_A, sigma_b)
             A_b, b_b = A_b + E, b_b + e
-        return solve_systems(A_b, b_b, extra_p, reg, psd, shift, x_b, cg_steps)
+        return solve_systems(A_b, b_b, extra_p, reg, psd, shift, x_b, cg_steps, precond)
 
     return map_batches(solve, (A, b, jnp.arange(m, dtype=jnp.uint32), x0), batch_size)
 
@@ -373,18 +376,20 @@ def empty_rows(layout: Layout) -> np.ndarray:
 
 def private_item_solve_chunk(c: Chunk, X, weights, labels, key, sigma_A, sigma_b, reg, extra_p,
                              *, psd: str, batch_size: int, noisy: bool, shift=None, start=None,
-                             cg_steps: int = DEFAULT_CG_STEPS):
+                             cg_steps: int = DEFAULT_CG_STEPS, precond=None):
     """θ ``(n, d)`` of one chunk's rows: statistics, noise of item ``rows[k]``, solve (the
     body of :func:`ssp_item_step`, also used per device by :mod:`dpmt.solvers.sharding`).
     ``shift``: :func:`spectral_shift` of the whole item set, needed by ``psd="shift"``/"cg";
-    ``start``: the (n_items, d) table of CG starting points of ``psd="cg"``."""
+    ``start``: the (n_items, d) table of CG starting points of ``psd="cg"``, ``precond`` its
+    shared preconditioner (:func:`~dpmt.solvers.systems.cg_preconditioner`)."""
     d = X.shape[-1]
 
     def block(sc: Chunk):
         A, b = _chunk_statistics(sc, X, weights, labels)
         return private_rows_solve(A, b, sc.rows.astype(jnp.uint32), key, sigma_A, sigma_b, reg,
                                   extra_p, psd=psd, batch_size=batch_size, noisy=noisy,
-                                  shift=shift, start=start, cg_steps=cg_steps)
+                                  shift=shift, start=start, cg_steps=cg_steps,
+                                  precond=precond)
 
     # blocks of rows: the gathered block stays in cache, the solve workspace stays small
     return map_row_blocks(block, c, dim=d, max_rows=batch_size)
@@ -392,7 +397,7 @@ def private_item_solve_chunk(c: Chunk, X, weights, labels, key, sigma_A, sigma_b
 
 def private_rows_solve(A, b, idx, key, sigma_A, sigma_b, reg, extra_p, *, psd: str,
                        batch_size: int, noisy: bool, shift=None, start=None,
-                       cg_steps: int = DEFAULT_CG_STEPS):
+                       cg_steps: int = DEFAULT_CG_STEPS, precond=None):
     """Noise of items ``idx`` added to ``A (n, d, d)``, ``b (n, d)``, then solved in batches.
     ``psd="shift"``/"cg" need ``shift`` (:func:`spectral_shift` with the *total* item count,
     so that it does not depend on how the items are split); "cg" starts item ``i`` from
@@ -406,7 +411,7 @@ def private_rows_solve(A, b, idx, key, sigma_A, sigma_b, reg, extra_p, *, psd: s
             E, e = _batch_noise(key, i_b, d, sigma_A, sigma_b)
             A_b, b_b = A_b + E, b_b + e
         x_b = start[i_b] if psd == "cg" and start is not None else None
-        return solve_systems(A_b, b_b, extra_p, reg, psd, shift, x_b, cg_steps)
+        return solve_systems(A_b, b_b, extra_p, reg, psd, shift, x_b, cg_steps, precond)
 
     return map_batches(solve, (A, b, idx), batch_size)
 
@@ -419,7 +424,8 @@ def _private_item_step(layout, X, weights, labels, key, sigma_A, sigma_b, reg, e
     extra_p = None if extra is None else project_psd(extra)
     shift = spectral_shift(sigma_A, d, layout.n_rows) if psd in SHIFTED else None
     kw = dict(psd=psd, batch_size=batch_size, noisy=noisy, shift=shift, start=start,
-              cg_steps=cg_steps)
+              cg_steps=cg_steps,
+              precond=cg_preconditioner(extra_p, reg, shift, d) if psd == "cg" else None)
     long = None
     if layout.segments is not None:
         # long rows: their segments' statistics summed, then noise and solve per row (the

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from dpmt.errors import ConfigError, check_range
-from dpmt.solvers.cg import DEFAULT_CG_STEPS, cg_solve
+from dpmt.solvers.cg import DEFAULT_CG_STEPS, cg_solve, shared_preconditioner
 
 _HI = jax.lax.Precision.HIGHEST
 
@@ -131,10 +131,18 @@ def shift_solve(A_hat, b_hat, extra_p, reg, shift):
     return th, ok
 
 
-def cg_shift_solve(A_hat, b_hat, extra_p, reg, shift, x0, cg_steps):
+def cg_preconditioner(extra_p, reg, shift, d: int):
+    """``P⁻¹`` of the part ``P = (s + λ)I [+ extra]`` that every item system of ``psd="cg"``
+    shares (:func:`~dpmt.solvers.cg.shared_preconditioner`), computed once per step."""
+    P = (shift + reg) * jnp.eye(d, dtype=jnp.float32)
+    return shared_preconditioner(P if extra_p is None else P + extra_p)
+
+
+def cg_shift_solve(A_hat, b_hat, extra_p, reg, shift, x0, cg_steps, precond=None):
     """``psd="cg"``: the system of ``psd="shift"``, ``M = Â + (s + λ)I [+ extra]``, solved by
-    ``cg_steps`` Jacobi-preconditioned CG steps from ``x0`` (:func:`~dpmt.solvers.cg.cg_solve`;
-    the previous, released θ: post-processing). Checked per item: every step saw positive
+    ``cg_steps`` CG steps from ``x0`` (:func:`~dpmt.solvers.cg.cg_solve`; the previous,
+    released θ: post-processing), preconditioned by the shared part ``(s + λ)I + extra``
+    (``precond`` = :func:`cg_preconditioner`, computed here if None). Checked per item: every step saw positive
     curvature, θ is finite and ``‖θ‖ ≤ (‖b̂‖ + ‖b̂ − Mθ‖)/λ`` (true for any θ when
     ``M ⪰ λI``, as ``‖θ − M⁻¹b̂‖ ≤ ‖b̂ − Mθ‖/λ``). If an item of the batch fails, the
     batch's failing items take :func:`shift_solve` (checked Cholesky, eigenvalue fallback)."""
@@ -142,7 +150,9 @@ def cg_shift_solve(A_hat, b_hat, extra_p, reg, shift, x0, cg_steps):
     M = A_hat + (shift + reg) * jnp.eye(d, dtype=jnp.float32)
     if extra_p is not None:
         M = M + extra_p
-    res = cg_solve(M, b_hat, x0, cg_steps)
+    if precond is None:
+        precond = cg_preconditioner(extra_p, reg, shift, d)
+    res = cg_solve(M, b_hat, x0, cg_steps, precond)
     bound = (jnp.linalg.norm(b_hat, axis=-1) + res.residual) / reg * (1 + 1e-3) + 1e-30
     ok = res.positive & (jnp.linalg.norm(res.x, axis=-1) <= bound)
     return jax.lax.cond(
@@ -152,11 +162,12 @@ def cg_shift_solve(A_hat, b_hat, extra_p, reg, shift, x0, cg_steps):
 
 
 def solve_systems(A_hat, b_hat, extra_p, reg, psd, shift=None, x0=None,
-                   cg_steps=DEFAULT_CG_STEPS):
+                   cg_steps=DEFAULT_CG_STEPS, precond=None):
     """θ for a batch of released statistics ``Â (n, d, d)``, ``b̂ (n, d)``; ``extra_p`` is the
     already projected (d, d) extra term or None. See :func:`ssp_solve` for the semantics.
 
-    * "cg": :func:`cg_shift_solve` from ``x0`` (n, d) (zeros if None).
+    * "cg": :func:`cg_shift_solve` from ``x0`` (n, d) (zeros if None), preconditioned by
+      ``precond`` (:func:`cg_preconditioner`; computed per call if None).
 
     * "shift": :func:`shift_solve` with the given ``shift`` (with or without extra): one
       Cholesky per item, no ``eigh`` unless an item of the batch fails its checks.
@@ -173,7 +184,8 @@ def solve_systems(A_hat, b_hat, extra_p, reg, psd, shift=None, x0=None,
         return shift_solve(A_hat, b_hat, extra_p, reg, shift)[0]
     if psd == "cg":
         return cg_shift_solve(A_hat, b_hat, extra_p, reg, shift,
-                               jnp.zeros_like(b_hat) if x0 is None else x0, cg_steps)
+                               jnp.zeros_like(b_hat) if x0 is None else x0, cg_steps,
+                               precond)
     d = A_hat.shape[-1]
     eye = jnp.eye(d, dtype=jnp.float32)
     if extra_p is None:

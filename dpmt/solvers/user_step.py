@@ -29,7 +29,8 @@ import jax.numpy as jnp
 from jax.scipy.linalg import cho_factor, cho_solve
 
 from dpmt.errors import ConfigError, check_range
-from dpmt.solvers.cg import DEFAULT_CG_STEPS, cg_solve, check_cg_steps, check_start
+from dpmt.solvers.cg import (DEFAULT_CG_STEPS, cg_solve, check_cg_steps, check_start,
+                             shared_preconditioner)
 from dpmt.solvers.layout import (Chunk, Layout, count_trace, gather_slots, map_row_blocks,
                                  require_kind, weighted_gram)
 
@@ -92,22 +93,26 @@ def system_base(V: jax.Array, reg, alpha0) -> jax.Array:
 
 
 def solve_block(V: jax.Array, c: Chunk, labels, weights, base: jax.Array, U0=None,
-                cg_steps: int = DEFAULT_CG_STEPS) -> jax.Array:
+                cg_steps: int = DEFAULT_CG_STEPS, precond=None) -> jax.Array:
     """The user solve of one block of user rows: (rows, d).
 
     u_j = (Σ_{i∈I_j} c_ij v_i v_iᵀ + base)⁻¹ Σ_{i∈I_j} c_ij y_ij v_i by one batched Gram
     product and a batched Cholesky factor/solve. The one kernel behind training, evaluation,
     fold-in and the sharded step (:mod:`dpmt.solvers.sharding`). With ``U0`` (the
     (n_users, d) table of starting points) the same systems get ``cg_steps`` CG steps from
-    ``U0[rows]`` instead; a user whose CG fails (non-finite, which a system ``⪰ λI`` should
-    not give) keeps its starting point.
+    ``U0[rows]`` instead, preconditioned by ``precond`` = ``base⁻¹`` (the part every user's
+    system shares, :func:`~dpmt.solvers.cg.shared_preconditioner`; computed here if None); a
+    user whose CG fails (non-finite, which a system ``⪰ λI`` should not give) keeps its
+    starting point.
     """
     y = gather_slots(labels, c)                            # (n, L)
     w = gather_slots(weights, c)
     G, rhs = weighted_gram(V, c, w, y)                     # Σ c v vᵀ, Σ c y v
     if U0 is not None:
         x0 = U0[c.rows]
-        res = cg_solve(G + base, rhs, x0, cg_steps)
+        if precond is None:
+            precond = shared_preconditioner(base)
+        res = cg_solve(G + base, rhs, x0, cg_steps, precond)
         return jnp.where(res.positive[..., None], res.x, x0)
     fac = cho_factor(G + base, lower=True)
     return cho_solve(fac, rhs[..., None])[..., 0]
@@ -118,10 +123,11 @@ def _solve_users(layout, V, labels, weights, reg, alpha0, clip_norm, U0, *, cg_s
     count_trace("solve_users" if U0 is None else "solve_users_cg")
     d = V.shape[-1]
     base = system_base(V, reg, alpha0)
+    precond = None if U0 is None else shared_preconditioner(base)
     # blocks of rows inside each chunk: the gathered (rows, L, d) block stays in cache
     U = layout.assemble(layout.map_chunks(
         lambda c: map_row_blocks(lambda b: solve_block(V, b, labels, weights, base, U0,
-                                                       cg_steps), c, dim=d)))
+                                                       cg_steps, precond), c, dim=d)))
     if clip_norm is not None:
         U = clip_rows(U, clip_norm)
     return U
