@@ -201,7 +201,7 @@ class TrainConfig:
                          "them (post-processing, no privacy cost): cg (Â + s·I with s from the "
                          "known noise scale, solved by --cg-steps conjugate-gradient steps from "
                          "the previous V, checked, Cholesky fallback; no d³ factorisation, "
-                         "test Recall@20 within ±0.002 of shift in the 9 SSP cells of "
+                         "the same test Recall@20 as shift in the 9 SSP cells of "
                          "experiments/cg_quality.py), shift (the same system by one checked "
                          "Cholesky per item; ≥ project in 8 of 9 QUALITY.md cells) or project "
                          "(Π(Â) by an eigendecomposition, the reference's Algorithm 1)",

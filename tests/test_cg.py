@@ -151,6 +151,10 @@ def test_item_step_cg_solves_the_shift_system_with_the_same_noise(small):
     A, b = ssp.weighted_statistics(lay, U, w)
     th_u = ssp.ssp_solve(A, b, key, 0.3, 0.2, 1.0, psd="cg", cg_steps=d, **kw)
     assert np.max(_rel(th_u, th_shift)) < 1e-3
+    # a start that is not finite: CG fails its checks there, the Cholesky solve takes over
+    th_nan = ssp.ssp_item_step(lay, U, w, None, key, 0.3, 0.2, 1.0, psd="cg", cg_steps=d,
+                               x0=np.full((r.n_items, d), np.nan), **kw)
+    assert np.max(_rel(th_nan, th_shift)) < 1e-5
     with pytest.raises(ConfigError, match="x0 must have shape"):
         ssp.ssp_item_step(lay, U, w, None, key, 0.3, 0.2, 1.0, psd="cg", x0=np.zeros((2, d)))
 
@@ -185,6 +189,12 @@ def test_user_step_cg_from_a_start(small):
     np.testing.assert_array_equal(np.asarray(at)[~rated], 0.0)
     with pytest.raises(ConfigError, match="U0 must have shape"):
         solve_users(ul, V, U0=np.zeros((3, d)), **kw)
+    # a non-finite start: those users are solved exactly, the others by CG as before
+    bad = np.asarray(exact).copy()
+    bad[np.flatnonzero(rated)[:5]] = np.nan
+    got = np.asarray(solve_users(ul, V, U0=bad, cg_steps=2, **kw))
+    assert np.all(np.isfinite(got))
+    assert np.max(_rel(got[rated], exact[rated])) < 1e-4
 
 
 def test_fit_with_cg_solves_spends_the_same_budget_and_tracks_the_exact_model():

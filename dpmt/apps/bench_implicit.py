@@ -8,6 +8,10 @@ import dataclasses
 import time
 
 
+#: conjugate-gradient steps of implicit's ``use_cg`` solver (its ``cg_steps`` default)
+IMPLICIT_CG_STEPS = 3
+
+
 def implicit_available() -> bool:
     """Whether the optional ``implicit`` package (an ALS library) can be imported."""
     try:
@@ -53,11 +57,15 @@ def against_implicit(train, w, steps, V, *, repeats: int = 3, private=None,
                                                      np.asarray(train.item))),
                         shape=(train.n_users, train.n_items))
     dp = {}
-    for mode in ("project", "shift", "cg"):
+    # CG at dpmt's step count, and at implicit's (3) where that differs
+    modes = [("project", {}), ("shift", {}), ("cg", {})]
+    if cfg.cg_steps != IMPLICIT_CG_STEPS:
+        modes.append(("cg", {"cg_steps": IMPLICIT_CG_STEPS}))
+    for mode, extra_kw in modes:
         st = dataclasses.replace(steps, cfg=cfg.replace(
-            item_solve=mode, user_solve="cg" if mode == "cg" else "exact"))
+            item_solve=mode, user_solve="cg" if mode == "cg" else "exact", **extra_kw))
         st.item_step = ssp_item_step(st)
-        dp[mode] = st
+        dp[mode + (f"_{IMPLICIT_CG_STEPS}" if extra_kw else "")] = st
     U_start = jax.block_until_ready(dp["shift"].solve_users(V))
 
     def dpmt_iteration(st, noise=ItemNoise(), sigma_gram=0.0, key=None):
@@ -85,6 +93,9 @@ def against_implicit(train, w, steps, V, *, repeats: int = 3, private=None,
     runs = {"dpmt_nonprivate_project": lambda: dpmt_iteration(dp["project"]),
             "dpmt_nonprivate_shift": lambda: dpmt_iteration(dp["shift"]),
             "dpmt_nonprivate_cg": lambda: dpmt_iteration(dp["cg"]),
+            **({f"dpmt_nonprivate_cg_{IMPLICIT_CG_STEPS}":
+                lambda: dpmt_iteration(dp[f"cg_{IMPLICIT_CG_STEPS}"])}
+               if f"cg_{IMPLICIT_CG_STEPS}" in dp else {}),
             "implicit_cg": lambda: implicit_iteration(True),
             "implicit_exact": lambda: implicit_iteration(False)}
     if private is not None:
@@ -132,6 +143,9 @@ def implicit_lines(results: list[dict]) -> list[str]:
     names = {"dpmt_nonprivate_shift": "dpmt, non-private, shift solve (s = 0: exact ridge)",
              "dpmt_nonprivate_project": "dpmt, non-private, project solve (eigh + Cholesky)",
              "dpmt_nonprivate_cg": "dpmt, non-private, CG item and user solves (warm-started)",
+             f"dpmt_nonprivate_cg_{IMPLICIT_CG_STEPS}": "dpmt, non-private, CG item and user "
+                                                         f"solves, {IMPLICIT_CG_STEPS} steps "
+                                                         "(implicit's count)",
              "dpmt_private_cg": "dpmt, **private** SSP iteration (ε = 5 plan), CG solves",
              "dpmt_private_shift": "dpmt, **private** SSP iteration (ε = 5 plan), shift",
              "dpmt_private_project": "dpmt, **private** SSP iteration (ε = 5 plan), project",
@@ -167,6 +181,10 @@ def implicit_lines(results: list[dict]) -> list[str]:
                        f"implicit's CG time and is "
                        f"{sec['implicit_exact'] / sec['dpmt_nonprivate_cg']:.2f}x as fast as "
                        "implicit's exact one.")
+        k3 = f"dpmt_nonprivate_cg_{IMPLICIT_CG_STEPS}"
+        if k3 in sec and "implicit_cg" in sec:
+            out.append(f"* With {IMPLICIT_CG_STEPS} CG steps on both sides it takes "
+                       f"{sec[k3] / sec['implicit_cg']:.2f}x implicit's CG time.")
         if "ratio_dpmt_private_over_nonprivate" in a:
             out.append(f"* dpmt's private iteration takes "
                        f"{a['ratio_dpmt_private_over_nonprivate']:.2f}x its non-private one "

@@ -313,13 +313,19 @@ def markdown_tables(results: list[dict], raw_dir: str | None = None) -> str:
                   f"{m['cores']} cores, jax {m['jax']}, load average at the end of the last "
                   f"run {m['load_average']}.", ""]
     lines += headline_lines(results)
+    timed = results[-1].get("item_solve", "shift") if results else "shift"
+    other = ((results[-1].get("item_step_compare") or {}).get("item_solve", "project")
+             if results else "project")
+    what = {"project": "the reference's item solve (Π(Â) by `eigh`)",
+            "shift": "the Cholesky item solve (`Â + sI`, one factorisation per item)"}
     lines += ["### Per iteration (steady state, after one warm-up iteration)", "",
               "The private SSP iteration = user step + noisy Gramian + item step, with dpmt's "
-              "default item solve (shift); `project s` is the reference's item solve "
-              "(Π(Â) by `eigh`) timed on the same inputs right after it. `% peak` counts the "
-              "padded slots, `real` only the ratings (nnz·(2d² + 2d) + m·(d³/3 + 5d²)).", "",
+              f"default item solve ({timed}); `{other} s` is "
+              f"{what.get(other, other)} timed on the same inputs right after it. `% peak` "
+              "counts the padded slots, `real` only the ratings (nnz·(2d² + 2d) + m·(d³/3 + "
+              "5d²), the work of one Cholesky per item whatever the solve).", "",
               "| data | users | items | interactions | d | devices | iteration s | item step s "
-              "| item GFLOP | item % peak (real) | project s | user step s | user GFLOP | "
+              f"| item GFLOP | item % peak (real) | {other} s | user step s | user GFLOP | "
               "user % peak | GD step s | GD % peak | "
               "compile s (item/user) | recompiles | matmul peak GFLOP/s | peak RSS GiB "
               "(run / iterations) |",

@@ -102,20 +102,23 @@ def solve_block(V: jax.Array, c: Chunk, labels, weights, base: jax.Array, U0=Non
     (n_users, d) table of starting points) the same systems get ``cg_steps`` CG steps from
     ``U0[rows]`` instead, preconditioned by ``precond`` = ``base⁻¹`` (the part every user's
     system shares, :func:`~dpmt.solvers.cg.shared_preconditioner`; computed here if None); a
-    user whose CG fails (non-finite, which a system ``⪰ λI`` should not give) keeps its
-    starting point.
+    user whose CG fails (a non-finite start or result) gets the Cholesky solve (only blocks
+    with such a user compute it).
     """
     y = gather_slots(labels, c)                            # (n, L)
     w = gather_slots(weights, c)
     G, rhs = weighted_gram(V, c, w, y)                     # Σ c v vᵀ, Σ c y v
-    if U0 is not None:
-        x0 = U0[c.rows]
-        if precond is None:
-            precond = shared_preconditioner(base)
-        res = cg_solve(G + base, rhs, x0, cg_steps, precond)
-        return jnp.where(res.positive[..., None], res.x, x0)
-    fac = cho_factor(G + base, lower=True)
-    return cho_solve(fac, rhs[..., None])[..., 0]
+    def exact():
+        return cho_solve(cho_factor(G + base, lower=True), rhs[..., None])[..., 0]
+
+    if U0 is None:
+        return exact()
+    if precond is None:
+        precond = shared_preconditioner(base)
+    res = cg_solve(G + base, rhs, U0[c.rows], cg_steps, precond)
+    # a start that is not finite (or a system CG cannot handle): that block solved exactly
+    return jax.lax.cond(jnp.all(res.positive), lambda: res.x,
+                        lambda: jnp.where(res.positive[..., None], res.x, exact()))
 
 
 @jax.jit(static_argnames=("cg_steps",))
