@@ -32,7 +32,9 @@ are ``(Π(Â_i) + α0 Ĝ_U + λI)⁻¹ e_i`` with symmetric noise; with it ``b̂
 **Broken twin** (:func:`b_noise_scaled`): the same pipeline with the b̂ noise multiplied by
 ``broken_factor`` (default 0: switched off) inside the training loop, while the ledger still
 records the calibrated b̂ release, so the model claims the same ε. Without the canary the
-canary items' rows are then exactly 0; with it they are not, and the audit must report
+canary items' rows are then 0 (exactly with a factorisation; ~1e-8 with the default
+``item_solve="cg"``, whose iterates converge to M⁻¹·0 from the previous V); with it they are
+not, and the audit must report
 ``ε_lb > claimed ε``.
 
 The bounds are :func:`dpmt.audit.epsilon_lower_bound` (held-out Clopper–Pearson). A lower
