@@ -10,7 +10,8 @@ from dpmt.config import TrainConfig
 from dpmt.data import make_synthetic, per_user_split
 from dpmt.errors import ConfigError
 from dpmt.solvers import ssp, systems
-from dpmt.solvers.cg import DEFAULT_CG_STEPS, cg_solve, check_cg_steps, check_start, shared_preconditioner
+from dpmt.solvers.cg import (DEFAULT_CG_STEPS, cg_solve, check_cg_steps, check_start,
+                             shared_preconditioner)
 from dpmt.solvers.layout import task_layout, user_layout
 from dpmt.solvers.user_step import solve_users
 

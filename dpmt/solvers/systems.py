@@ -107,6 +107,12 @@ def spectral_shift(sigma_A, d: int, n_items: int, p_fail: float = SHIFT_FAILURE_
     return sigma_A * (2.0 * math.sqrt(d) + shift_tail(n_items, p_fail))
 
 
+def shifted_system(A_hat, extra_p, reg, shift):
+    """``M = Â + (s + λ)I [+ extra]`` (n, d, d): the system of ``psd="shift"`` and "cg"."""
+    M = A_hat + (shift + reg) * jnp.eye(A_hat.shape[-1], dtype=jnp.float32)
+    return M if extra_p is None else M + extra_p
+
+
 def shift_solve(A_hat, b_hat, extra_p, reg, shift):
     """``psd="shift"``: θ and a bool (n,) flag per item (True: Cholesky accepted, False: the
     item was re-solved by the fallback) for released ``Â (n, d, d)``, ``b̂ (n, d)``.
@@ -121,10 +127,7 @@ def shift_solve(A_hat, b_hat, extra_p, reg, shift):
     and is selected per item with ``jnp.where``: batches where all items pass never
     compute an ``eigh``.
     """
-    d = A_hat.shape[-1]
-    M = A_hat + (shift + reg) * jnp.eye(d, dtype=jnp.float32)
-    if extra_p is not None:
-        M = M + extra_p
+    M = shifted_system(A_hat, extra_p, reg, shift)
     th, ok = cholesky_solve_flags(M, b_hat, reg)
     th = jax.lax.cond(jnp.all(ok), lambda: th,
                       lambda: jnp.where(ok[..., None], th, eig_solve(M, b_hat, reg)))
@@ -142,14 +145,12 @@ def cg_shift_solve(A_hat, b_hat, extra_p, reg, shift, x0, cg_steps, precond=None
     """``psd="cg"``: the system of ``psd="shift"``, ``M = Â + (s + λ)I [+ extra]``, solved by
     ``cg_steps`` CG steps from ``x0`` (:func:`~dpmt.solvers.cg.cg_solve`; the previous,
     released θ: post-processing), preconditioned by the shared part ``(s + λ)I + extra``
-    (``precond`` = :func:`cg_preconditioner`, computed here if None). Checked per item: every step saw positive
-    curvature, θ is finite and ``‖θ‖ ≤ (‖b̂‖ + ‖b̂ − Mθ‖)/λ`` (true for any θ when
-    ``M ⪰ λI``, as ``‖θ − M⁻¹b̂‖ ≤ ‖b̂ − Mθ‖/λ``). If an item of the batch fails, the
+    (``precond`` = :func:`cg_preconditioner`, computed here if None). Checked per item: every
+    step saw positive curvature, θ is finite and ``‖θ‖ ≤ (‖b̂‖ + ‖b̂ − Mθ‖)/λ`` (true for any
+    θ when ``M ⪰ λI``, as ``‖θ − M⁻¹b̂‖ ≤ ‖b̂ − Mθ‖/λ``). If an item of the batch fails, the
     batch's failing items take :func:`shift_solve` (checked Cholesky, eigenvalue fallback)."""
     d = A_hat.shape[-1]
-    M = A_hat + (shift + reg) * jnp.eye(d, dtype=jnp.float32)
-    if extra_p is not None:
-        M = M + extra_p
+    M = shifted_system(A_hat, extra_p, reg, shift)
     if precond is None:
         precond = cg_preconditioner(extra_p, reg, shift, d)
     res = cg_solve(M, b_hat, x0, cg_steps, precond)
