@@ -83,6 +83,12 @@ def test_statistics_and_the_private_item_step_match_the_plain_layout():
     # same noise per item (keyed by the item), same statistics up to summation order
     np.testing.assert_allclose(t2, t1, rtol=1e-4, atol=1e-5)
     assert np.abs(t2[SEG.long_rows]).sum() > 0
+    # the CG solve (the default) starts every row, long ones too, from its own x0 row
+    x0 = np.asarray(t1) * 0.5
+    t3 = np.asarray(ssp.ssp_item_step(PLAIN, X, w, y, key, 0.4, 0.3, 1.0, psd="cg", x0=x0))
+    t4 = np.asarray(ssp.ssp_item_step(SEG, X, w, y, key, 0.4, 0.3, 1.0, psd="cg", x0=x0))
+    np.testing.assert_allclose(t4, t3, rtol=1e-4, atol=1e-5)
+    assert np.linalg.norm(t3 - t1) < 1e-2 * np.linalg.norm(t1)
     # noiseless (ALS) too
     t1 = ssp.ssp_item_step(PLAIN, X, w, y, None, 0.0, 0.0, 1.0)
     t2 = ssp.ssp_item_step(SEG, X, w, y, None, 0.0, 0.0, 1.0)

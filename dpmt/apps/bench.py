@@ -11,10 +11,11 @@ kernel:
   and unreleased),
 * the noisy **Gramian** Ĝ_U,
 * the **private item step** (SSP, Algorithm 1: weighted statistics, per-item noise, then
-  the item solve dpmt uses by default, ``psd="shift"``: ``Â + sI``, one checked Cholesky per
-  item), and the same step with the other solve (``item_step_compare``: ``psd="project"``,
-  Π(Â) by an eigendecomposition as in the reference; same inputs, timed right after it, with
-  the relative difference of the two V's),
+  the item solve dpmt uses by default, ``psd="cg"``: ``Â + sI`` by warm-started conjugate
+  gradients), and the same step with another solve (``item_step_compare``: ``psd="shift"``,
+  one checked Cholesky per item, or ``psd="project"``, Π(Â) by an eigendecomposition as in
+  the reference, when timing shift; same inputs, timed right after it, with the relative
+  difference of the two V's),
 * one **noisy-GD step** (Algorithm 2, embedding encoder, per-user clipping) on the same
   layouts and weights,
 
