@@ -161,7 +161,7 @@ def ssp_item_step(steps: Steps) -> ItemStep:
     "project", "shift" or "cg"; "cg" starts from the previous, released V)."""
     reg = steps.cfg.reg
     psd = steps.cfg.item_solve
-    cg = dict(x0=None, cg_steps=steps.cfg.cg_steps)
+    cg_steps = steps.cfg.cg_steps
 
     def init(key, V) -> ItemState:
         return ItemState()
@@ -171,13 +171,15 @@ def ssp_item_step(steps: Steps) -> ItemStep:
             from dpmt.solvers.ssp import ssp_item_step as step
 
             V_new = step(steps.items, U, steps.weights, steps.labels, key, noise.sigma_A,
-                         noise.sigma_b, reg, extra=extra, psd=psd, **{**cg, "x0": V})
+                         noise.sigma_b, reg, extra=extra, psd=psd, x0=V,
+                         cg_steps=cg_steps)
         else:
             from dpmt.solvers import sharding
 
             V_new = sharding.sharded_ssp_item_step(
                 steps.mesh, steps.items, U, steps.weights, steps.labels, key, noise.sigma_A,
-                noise.sigma_b, reg, extra=extra, psd=psd, **{**cg, "x0": V})
+                noise.sigma_b, reg, extra=extra, psd=psd, x0=V,
+                cg_steps=cg_steps)
         return V_new, state
 
     return ItemStep(init, update)

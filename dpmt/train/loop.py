@@ -170,7 +170,7 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
         k_gram, k_item = jax.random.split(kt)
         rel = None if plan is None else plan.iterations[t]
         V = state.V
-        # a. exact user solve (never released)
+        # a. user solve (never released)
         U = steps.solve_users(V, U)
         # b. noisy Gramian for the gravity term
         extra = None
