@@ -104,7 +104,7 @@ def test_argument_checks():
     assert check_cg_steps(np.int64(3)) == 3
     assert check_start(None, (4, 2)) is None
     with pytest.raises(ConfigError, match=r"U0 must have shape \(4, 2\).*one row per user"):
-        check_start(np.zeros((3, 2)), (4, 2), "U0")
+        check_start(np.zeros((3, 2)), (4, 2), "U0", "user")
     with pytest.raises(ConfigError, match="TrainConfig|cg_steps"):
         TrainConfig(cg_steps=0)
     with pytest.raises(ConfigError, match="user_solve"):

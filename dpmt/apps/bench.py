@@ -136,7 +136,8 @@ def recompilations(traces: list[dict]) -> int:
     n = 0
     for i, tr in enumerate(traces):
         for k, v in tr.items():
-            n += (v if k in seen else v - 1) if i else 0
+            if i:
+                n += v if k in seen else v - 1
             seen.add(k)
     return int(n)
 
@@ -236,7 +237,7 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
         before = layout_mod.trace_count()
         rel = plan.iterations[t]
         k_gram, k_item = jax.random.split(jax.random.fold_in(k_iter, t))
-        U_prev = U if t else None
+        U_prev = U                      # None in the first iteration: an exact user step
         U, t_user = _timed(lambda: steps.solve_users(V, U_prev))
         extra, t_gram = None, 0.0
         if rel.gramian is not None:
@@ -353,8 +354,7 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
             gd_traces.append(_trace_diff(before, layout_mod.trace_count()))
         out["gd_step"] = _step_entry(gd_rows, fl_gd, P)
         out["gd_noise_multiplier"] = gd_plan.iterations[0].gd.noise_multiplier
-        out["recompilations_after_first_iteration"] += int(
-            sum(sum(t.values()) for t in gd_traces[1:]))
+        out["recompilations_after_first_iteration"] += recompilations(gd_traces)
         log("noisy GD step: " + ", ".join(f"{x:.2f}s" for x in gd_rows))
     if breakdown and steps.mesh is None:
         out["item_step_breakdown"] = item_step_breakdown(steps.items, U, steps.weights, dim,

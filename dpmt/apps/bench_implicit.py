@@ -92,12 +92,12 @@ def against_implicit(train, w, steps, V, *, repeats: int = 3, private=None,
 
     runs = {"dpmt_nonprivate_project": lambda: dpmt_iteration(dp["project"]),
             "dpmt_nonprivate_shift": lambda: dpmt_iteration(dp["shift"]),
-            "dpmt_nonprivate_cg": lambda: dpmt_iteration(dp["cg"]),
-            **({f"dpmt_nonprivate_cg_{IMPLICIT_CG_STEPS}":
-                lambda: dpmt_iteration(dp[f"cg_{IMPLICIT_CG_STEPS}"])}
-               if f"cg_{IMPLICIT_CG_STEPS}" in dp else {}),
-            "implicit_cg": lambda: implicit_iteration(True),
-            "implicit_exact": lambda: implicit_iteration(False)}
+            "dpmt_nonprivate_cg": lambda: dpmt_iteration(dp["cg"])}
+    for mode in dp:
+        if mode.startswith("cg_"):      # CG at implicit's step count
+            runs[f"dpmt_nonprivate_{mode}"] = lambda st=dp[mode]: dpmt_iteration(st)
+    runs["implicit_cg"] = lambda: implicit_iteration(True)
+    runs["implicit_exact"] = lambda: implicit_iteration(False)
     if private is not None:
         runs[f"dpmt_private_{cfg.item_solve}"] = lambda: dpmt_iteration(steps, *private)
     for fn in runs.values():          # warm-up: compiles dpmt's kernels, loads implicit's

@@ -139,13 +139,15 @@ def check_cg_steps(cg_steps) -> int:
     return int(cg_steps)
 
 
-def check_start(x0, shape, what: str = "x0") -> jax.Array | None:
-    """CG starting points ``x0`` as float32 of ``shape`` (one row per system), None kept; a
-    ConfigError naming ``what`` if the shape is wrong."""
+def check_start(x0, shape, what: str = "x0", rows: str = "item",
+                zeros: bool = False) -> jax.Array | None:
+    """CG starting points ``x0`` as float32 of ``shape`` (one row per ``rows``); None stays
+    None, or becomes zeros (a cold start) with ``zeros=True``. A ConfigError naming ``what``
+    if the shape is wrong."""
     if x0 is None:
-        return None
+        return jnp.zeros(shape, jnp.float32) if zeros else None
     x0 = jnp.asarray(x0, jnp.float32)
     if x0.shape != tuple(shape):
-        raise ConfigError(f"{what} must have shape {tuple(shape)} (one row per "
-                          f"{'user' if what == 'U0' else 'item'}); got {x0.shape}")
+        raise ConfigError(f"{what} must have shape {tuple(shape)} (one row per {rows}); "
+                          f"got {x0.shape}")
     return x0

@@ -237,11 +237,8 @@ def sharded_ssp_item_step(mesh: Mesh, layout: ShardedLayout, X, weights, labels,
         psd = "project"
     X = replicate(_f32(X), mesh)
     d = X.shape[-1]
-    start = None
-    if psd == "cg":
-        start = check_start(x0, (layout.layout.n_rows, d))
-        start = replicate(np.zeros((layout.layout.n_rows, d), np.float32) if start is None
-                          else _f32(start), mesh)
+    start = replicate(check_start(x0, (layout.layout.n_rows, d), zeros=True), mesh) \
+        if psd == "cg" else None
     return _sharded_item(mesh, layout, X, replicate(_f32(weights), mesh),
                          replicate(_f32(labels), mesh), replicate(_key_data(key), mesh),
                          *(replicate(np.float32(v), mesh) for v in (sigma_A, sigma_b, reg)),
@@ -277,16 +274,17 @@ def _sharded_item(mesh, sl, X, weights, labels, key, sigma_A, sigma_b, reg, extr
         extra_p = ssp.project_psd(opt["extra"]) if "extra" in opt else None
         # psd="shift"/"cg": the shift of the whole item set (layout.n_rows), as on one device
         shift = ssp.spectral_shift(sigma_A, d, layout.n_rows) if psd in ssp.SHIFTED else None
-        kw["start"] = opt.get("start")
-        kw["precond"] = ssp.cg_preconditioner(extra_p, reg, shift, d) if psd == "cg" else None
+        lkw = dict(kw, shift=shift, start=opt.get("start"),
+                   precond=ssp.cg_preconditioner(extra_p, reg, shift, d) if psd == "cg"
+                   else None)
         lay = local_layout(buckets, layout)
         outs = lay.map_chunks(lambda c: ssp.private_item_solve_chunk(
             c, X, opt.get("weights"), opt.get("labels"), key, sigma_A, sigma_b, reg, extra_p,
-            shift=shift, **kw))
+            **lkw))
         k = empty.shape[0]
         th_e = ssp.private_rows_solve(jnp.zeros((k, d, d), jnp.float32),
                                       jnp.zeros((k, d), jnp.float32), empty.astype(jnp.uint32),
-                                      key, sigma_A, sigma_b, reg, extra_p, shift=shift, **kw)
+                                      key, sigma_A, sigma_b, reg, extra_p, **lkw)
         outs = [jax.lax.all_gather(o, axis, axis=1, tiled=True) for o in outs]
         return outs, jax.lax.all_gather(th_e, axis, tiled=True)
 
@@ -317,7 +315,7 @@ def sharded_solve_users(mesh: Mesh, layout_by_user: ShardedLayout, V, labels=Non
     if clip_norm is not None:
         check_range("clip_norm", clip_norm, low=0, low_open=True)
     V = replicate(_f32(V), mesh)
-    U0 = check_start(U0, (layout_by_user.layout.n_rows, V.shape[-1]), "U0")
+    U0 = check_start(U0, (layout_by_user.layout.n_rows, V.shape[-1]), "U0", "user")
     return _sharded_users(mesh, layout_by_user, V,
                           replicate(_f32(labels), mesh), replicate(_f32(weights), mesh),
                           replicate(np.float32(reg), mesh), replicate(np.float32(alpha0), mesh),

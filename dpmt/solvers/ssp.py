@@ -250,18 +250,22 @@ def ssp_solve(A: jax.Array, b: jax.Array, key: jax.Array | None, sigma_A, sigma_
           (:func:`spectral_shift`: ``Â_i + sI ⪰ 0`` for all items with probability
           ≥ 99%), by one Cholesky per item and no eigendecomposition. An item whose Cholesky
           fails or breaks the ``M ⪰ λI`` checks (non-PSD ``Â_i + sI``, round-off) is re-solved
-          by the eigenvalue solve of the same system floored at λ (:func:`shift_solve`).
+          by the eigenvalue solve of the same system floored at λ
+          (:func:`~dpmt.solvers.systems.shift_solve`).
           It biases every item by ``s`` more ridge than "project" — a different estimator,
           not an approximation of it; same privacy.
+        * "cg": the "shift" system solved by ``cg_steps`` CG steps from ``x0`` (the previous
+          θ, released; zeros if None), checked per item with "shift" as the fallback
+          (:func:`~dpmt.solvers.systems.cg_shift_solve`). Approximate by design: no ``d³``
+          factorisation.
         For "project"/"floor" the final solve is ``Q diag(1/max(μ, λ)) Qᵀ b̂`` (μ the
         eigenvalues of the system matrix, which is ≥ λ I in exact arithmetic) or a Cholesky
         solve checked against that bound with the eigenvalue solve as fallback, so it is
         finite for any noise level in float32; so is "shift" (same fallback).
-        * "cg": the "shift" system solved by ``cg_steps`` CG steps from ``x0`` (the previous
-          θ, released; zeros if None), checked per item with "shift" as the fallback
-          (:func:`cg_shift_solve`). Approximate by design: no ``d³`` factorisation.
       batch_size: items per batch of the (sequential) batched eigendecompositions; default
         keeps the working set near 256 MiB.
+      x0: float (m, d) CG starting points of "cg" (the previous released θ); None: zeros.
+      cg_steps: CG steps of "cg" (an integer ≥ 1).
 
     Returns:
       θ float32 (m, d).
@@ -283,8 +287,7 @@ def ssp_solve(A: jax.Array, b: jax.Array, key: jax.Array | None, sigma_A, sigma_
         batch_size = _default_batch(m, d)
     if extra is None and psd == "floor":
         psd = "project"   # identical to "floor" without extra: share one compiled kernel
-    x0 = check_start(x0, b.shape)
-    x0 = jnp.zeros(b.shape, jnp.float32) if x0 is None else x0
+    x0 = check_start(x0, b.shape, zeros=True)
     return _ssp_solve(A, b, key, jnp.float32(sigma_A), jnp.float32(sigma_b), jnp.float32(reg),
                       None if extra is None else jnp.asarray(extra, jnp.float32), x0,
                       psd=psd, batch_size=int(batch_size), noisy=not noiseless,
@@ -345,9 +348,7 @@ def ssp_item_step(layout: Layout, X: jax.Array, weights: jax.Array | None,
     d = X.shape[-1]
     if extra is None and psd == "floor":
         psd = "project"
-    start = check_start(x0, (layout.n_rows, d)) if psd == "cg" else None
-    start = jnp.zeros((layout.n_rows, d), jnp.float32) if psd == "cg" and start is None \
-        else start
+    start = check_start(x0, (layout.n_rows, d), zeros=True) if psd == "cg" else None
     return _private_item_step(layout, X, weights, labels, key, jnp.float32(sigma_A),
                               jnp.float32(sigma_b), jnp.float32(reg),
                               None if extra is None else jnp.asarray(extra, jnp.float32),

@@ -80,7 +80,7 @@ def solve_users(layout_by_user: Layout, V: jax.Array, labels: jax.Array | None =
     if clip_norm is not None:
         check_range("clip_norm", clip_norm, low=0, low_open=True)
     V = jnp.asarray(V, jnp.float32)
-    U0 = check_start(U0, (layout_by_user.n_rows, V.shape[-1]), "U0")
+    U0 = check_start(U0, (layout_by_user.n_rows, V.shape[-1]), "U0", "user")
     return _solve_users(layout_by_user, V, labels, weights, jnp.float32(reg),
                         jnp.float32(alpha0), None if clip_norm is None else jnp.float32(clip_norm),
                         U0, cg_steps=check_cg_steps(cg_steps))
@@ -108,6 +108,7 @@ def solve_block(V: jax.Array, c: Chunk, labels, weights, base: jax.Array, U0=Non
     y = gather_slots(labels, c)                            # (n, L)
     w = gather_slots(weights, c)
     G, rhs = weighted_gram(V, c, w, y)                     # Σ c v vᵀ, Σ c y v
+
     def exact():
         return cho_solve(cho_factor(G + base, lower=True), rhs[..., None])[..., 0]
 
