@@ -25,6 +25,13 @@ Cholesky solve (Frobenius, all items / users) and time:
 | 5M, 128, shared | users | 3.9e-4, 2.29 s | 2.3e-7, 2.42 s | 1.8e-7, 2.83 s | 1.8e-7, 3.45 s | 3.52 s |
 | 20M, 128, shared | items | 0.14, 9.30 s | 0.014, 9.16 s | 1.3e-4, 9.41 s | 1.7e-6, 10.08 s | 11.08 s |
 | 20M, 128, shared | users | 0.017, 9.48 s | 1.9e-4, 10.23 s | 2.2e-7, 10.92 s | 2.2e-7, 13.67 s | 14.00 s |
+| 20M, 128, shared, users matrix-free (second run) | items | 0.14, 9.76 s | 0.014, 9.87 s | 1.3e-4, 10.41 s | 1.7e-6, 10.93 s | 11.57 s |
+| 20M, 128, shared, users matrix-free (second run) | users | 0.017, 3.66 s | 1.9e-4, 4.66 s | 2.5e-7, 6.77 s | 2.5e-7, 10.73 s | 14.36 s |
+
+The second run (later the same day) is after the user step's CG became matrix-free: it no
+longer forms the users' Gram matrices, its two products per step (``X p``, ``Xᵀ(w ⊙ Xp)``)
+read a 1 MiB gathered block kept in cache; the item step's code did not change (its times
+moved by the run-to-run spread).
 
 The item error is the same for items with 64 ratings and with 4,096+: the noisy systems are
 badly conditioned whatever the item's size (the shift only lifts ``Â + sI`` to PSD, so its

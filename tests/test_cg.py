@@ -11,7 +11,7 @@ from dpmt.data import make_synthetic, per_user_split
 from dpmt.errors import ConfigError
 from dpmt.solvers import ssp, systems
 from dpmt.solvers.cg import (DEFAULT_CG_STEPS, cg_solve, check_cg_steps, check_start,
-                             shared_preconditioner)
+                             gram_matvec, shared_preconditioner)
 from dpmt.solvers.layout import task_layout, user_layout
 from dpmt.solvers.user_step import solve_users
 
@@ -172,6 +172,60 @@ def test_item_cg_falls_back_per_item_when_a_system_is_not_positive_definite():
     assert np.asarray(ok).tolist() == [True, False, True]
     np.testing.assert_allclose(np.asarray(th), np.asarray(ref), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.asarray(th[1]), np.ones(d) / reg, rtol=1e-5)
+
+
+def test_the_matrix_free_operator_is_the_formed_system():
+    """gram_matvec applies Σ_l w_l x_l x_lᵀ + S without forming it (weights of both signs, a
+    zero pad slot), and CG on the operator follows CG on the formed matrices."""
+    rng = np.random.default_rng(7)
+    n, L, d = 5, 6, 4
+    X = rng.standard_normal((n, L, d)).astype(np.float32)
+    w = rng.uniform(-0.5, 1.0, (n, L)).astype(np.float32)
+    w[:, -1] = 0.0
+    X[:, -1] = 1e3                     # a pad slot's row: ignored through w = 0
+    S = (2.0 * np.eye(d) + 0.1).astype(np.float32)
+    M = np.einsum("nl,nld,nle->nde", w, X, X) + S
+    p = rng.standard_normal((n, d)).astype(np.float32)
+    op = gram_matvec(jnp.asarray(X), jnp.asarray(w), shared=jnp.asarray(S))
+    np.testing.assert_allclose(np.asarray(op(jnp.asarray(p))), np.einsum("nde,ne->nd", M, p),
+                               rtol=1e-4, atol=1e-3)
+    w_pos = np.abs(w)
+    M_pos = np.einsum("nl,nld,nle->nde", w_pos, X, X) + S
+    b = rng.standard_normal((n, d)).astype(np.float32)
+    P = shared_preconditioner(jnp.asarray(S))
+    formed = cg_solve(jnp.asarray(M_pos), b, jnp.zeros((n, d)), 3, P)
+    free = cg_solve(gram_matvec(jnp.asarray(X), jnp.asarray(w_pos), shared=jnp.asarray(S)), b,
+                    jnp.zeros((n, d)), 3, P)
+    np.testing.assert_allclose(np.asarray(free.x), np.asarray(formed.x), rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(free.residual), np.asarray(formed.residual),
+                               rtol=1e-2, atol=1e-4)
+    with pytest.raises(ValueError, match="needs precond"):
+        cg_solve(op, b, jnp.zeros((n, d)), 3)
+
+
+def test_noiseless_item_cg_is_matrix_free_and_solves_the_same_system(small):
+    """Without noise (non-private ALS) the fused item step's CG never forms the Gram matrices;
+    it must agree with CG on the formed statistics (ssp_solve), reach the exact ridge solution
+    with d steps, and fall back to the exact solve from a non-finite start."""
+    r, d, w, U = small
+    lay = task_layout(r, dim=d)
+    kw = dict(extra=0.1 * jnp.eye(d))
+    A, b = ssp.weighted_statistics(lay, U, w)
+    exact = np.asarray(ssp.ssp_solve(A, b, None, 0.0, 0.0, 1.0, psd="shift", **kw))
+    rng = np.random.default_rng(2)
+    x0 = (exact + 0.1 * rng.standard_normal(exact.shape)).astype(np.float32)
+    free = np.asarray(ssp.ssp_item_step(lay, U, w, None, None, 0.0, 0.0, 1.0, psd="cg",
+                                        cg_steps=2, x0=x0, **kw))
+    formed = np.asarray(ssp.ssp_solve(A, b, None, 0.0, 0.0, 1.0, psd="cg", cg_steps=2, x0=x0,
+                                      **kw))
+    np.testing.assert_allclose(free, formed, rtol=1e-4, atol=1e-5)
+    assert np.median(_rel(free, exact)) > 1e-4          # 2 steps from x0: not yet exact
+    full = ssp.ssp_item_step(lay, U, w, None, None, 0.0, 0.0, 1.0, psd="cg", cg_steps=d, x0=x0,
+                             **kw)
+    assert np.max(_rel(full, exact)) < 1e-3
+    nan = ssp.ssp_item_step(lay, U, w, None, None, 0.0, 0.0, 1.0, psd="cg", cg_steps=2,
+                            x0=np.full_like(x0, np.nan), **kw)
+    assert np.max(_rel(nan, exact)) < 1e-5
 
 
 def test_user_step_cg_from_a_start(small):

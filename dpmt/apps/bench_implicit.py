@@ -32,7 +32,8 @@ def against_implicit(train, w, steps, V, *, repeats: int = 3, private=None,
     (``ItemNoise()``), with the exact gravity term ``α0·UᵀU``, once with each item solve
     ("project": eigh + Cholesky per item even without noise; "shift": s = 0, Cholesky only —
     the plain weighted ALS; "cg": ``cfg.cg_steps`` warm-started conjugate-gradient steps for
-    the item and the user systems, as implicit's CG solver does — its starting points are
+    the item and the user systems, matrix-free (no Gram matrix formed) as implicit's CG
+    solver does — its starting points are
     the exact U at ``V`` and ``V`` itself, computed once; a fixed step count does the same
     work from any start). ``private = (noise, sigma_gramian, key)``: also time dpmt's
     *private* iteration (exact user step, noisy Gramian, the noisy item step with
@@ -99,7 +100,13 @@ def against_implicit(train, w, steps, V, *, repeats: int = 3, private=None,
     runs["implicit_cg"] = lambda: implicit_iteration(True)
     runs["implicit_exact"] = lambda: implicit_iteration(False)
     if private is not None:
-        runs[f"dpmt_private_{cfg.item_solve}"] = lambda: dpmt_iteration(steps, *private)
+        # the same solves as the non-private row it is compared with (the user step is never
+        # released, so its solve is not a privacy question): only the noise differs
+        st_private = steps
+        if cfg.item_solve == "cg":
+            st_private = dataclasses.replace(steps, cfg=cfg.replace(user_solve="cg"))
+            st_private.item_step = ssp_item_step(st_private)
+        runs[f"dpmt_private_{cfg.item_solve}"] = lambda: dpmt_iteration(st_private, *private)
     for fn in runs.values():          # warm-up: compiles dpmt's kernels, loads implicit's
         jax.block_until_ready(fn())
     times: dict[str, list[float]] = {k: [] for k in runs}
@@ -142,11 +149,13 @@ def implicit_lines(results: list[dict]) -> list[str]:
     out = []
     names = {"dpmt_nonprivate_shift": "dpmt, non-private, shift solve (s = 0: exact ridge)",
              "dpmt_nonprivate_project": "dpmt, non-private, project solve (eigh + Cholesky)",
-             "dpmt_nonprivate_cg": "dpmt, non-private, CG item and user solves (warm-started)",
+             "dpmt_nonprivate_cg": "dpmt, non-private, CG item and user solves (warm-started, "
+                                   "matrix-free)",
              f"dpmt_nonprivate_cg_{IMPLICIT_CG_STEPS}": "dpmt, non-private, CG item and user "
                                                          f"solves, {IMPLICIT_CG_STEPS} steps "
                                                          "(implicit's count)",
-             "dpmt_private_cg": "dpmt, **private** SSP iteration (ε = 5 plan), CG solves",
+             "dpmt_private_cg": "dpmt, **private** SSP iteration (ε = 5 plan), CG item and "
+                                "user solves",
              "dpmt_private_shift": "dpmt, **private** SSP iteration (ε = 5 plan), shift",
              "dpmt_private_project": "dpmt, **private** SSP iteration (ε = 5 plan), project",
              "implicit_cg": "implicit ALS, conjugate gradient (3 CG steps)",

@@ -49,7 +49,7 @@ from dpmt.solvers import ssp
 from dpmt.solvers.cg import check_cg_steps, check_start, shared_preconditioner
 from dpmt.solvers.layout import (Bucket, Layout, count_trace, map_row_blocks, require_kind,
                                  require_unsegmented)
-from dpmt.solvers.user_step import clip_rows, solve_block, system_base
+from dpmt.solvers.user_step import clip_rows, solve_block, system_base, user_block_bytes
 
 AXIS = "rows"
 
@@ -342,7 +342,8 @@ def _sharded_users(mesh, sl, V, labels, weights, reg, alpha0, clip_norm, U0, *, 
                                opt.get("U0"), cg_steps, precond)
 
         lay = local_layout(buckets, layout)
-        outs = lay.map_chunks(lambda c: map_row_blocks(block_solve, c, dim=d))
+        outs = lay.map_chunks(lambda c: map_row_blocks(
+            block_solve, c, dim=d, block_bytes=user_block_bytes("U0" in opt)))
         return [jax.lax.all_gather(o, axis, axis=1, tiled=True) for o in outs]
 
     specs_in = (list(bucket_specs(layout, axis)), P(), P(), P(), {k: P() for k in opt})

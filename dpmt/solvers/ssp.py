@@ -48,8 +48,9 @@ from dpmt.solvers.layout import (DEFAULT_MAX_CHUNK_BYTES, Chunk, Layout, count_t
                                  weighted_gram)
 from dpmt.solvers.noise import (fold_in_words, key_words, normal_words, symmetric_from_words,
                                 symmetric_words)
-from dpmt.solvers.systems import (SHIFTED, cg_preconditioner, check_psd,  # noqa: F401
-                                  project_psd, shift_tail, solve_systems, spectral_shift)
+from dpmt.solvers.systems import (SHIFTED, cg_preconditioner, cg_shift_solve_rows,  # noqa: F401
+                                  check_psd, project_psd, shift_tail, solve_systems,
+                                  spectral_shift)
 
 _HI = jax.lax.Precision.HIGHEST  # no TF32/bf16 passes on accelerators: statistics are summed
 
@@ -367,6 +368,11 @@ def solve_block_rows(d: int) -> int:
     return int(max(1, SOLVE_BLOCK_BYTES // (4 * 8 * d * d)))
 
 
+#: Bytes of one gathered ``(rows, L, d)`` block of the matrix-free CG item solve (read twice
+#: per CG step, so smaller than the Gram path's block).
+CG_BLOCK_BYTES = 1 * 2**20
+
+
 def empty_rows(layout: Layout) -> np.ndarray:
     """int32 indices of the layout's rows without entries (items nobody rated); a segmented
     layout's long rows also map to the zero row, and are not empty."""
@@ -392,6 +398,27 @@ def private_item_solve_chunk(c: Chunk, X, weights, labels, key, sigma_A, sigma_b
                                   shift=shift, start=start, cg_steps=cg_steps,
                                   precond=precond)
 
+    def cg_block(sc: Chunk):
+        # matrix-free: A_i p = Σ_l w_l x_l (x_lᵀ p), the gathered rows kept in cache
+        w = gather_slots(weights, sc)                      # (n, L), 0 in pad slots
+        y = gather_slots(labels, sc)
+        X_g = X[sc.cols]                                   # (n, L, d)
+        b = jnp.einsum("nl,nld->nd", w * y, X_g, precision=_HI)
+        x0 = jnp.zeros_like(b) if start is None else start[sc.rows]
+        return cg_shift_solve_rows(X_g, w, b, extra_p, reg, shift, x0, cg_steps, precond,
+                                   lambda: weighted_gram(X, sc, w, y)[0])
+
+    if psd == "cg" and not noisy:
+        # Without noise (non-private ALS) CG never forms the Gram matrices, as implicit's
+        # solver does. With noise every step also multiplies by the item's d × d noise E_i,
+        # and forming Â_i = A_i + E_i once measured as fast or faster (2M interactions,
+        # ε = 5-like noise: 0.74 s formed against 0.80 s matrix-free at d = 64, 2.55 / 2.58 s
+        # at d = 128), so the private step forms it.
+        if shift is None:
+            raise ConfigError("psd='cg' needs shift= (spectral_shift(sigma_A, d, n_items))")
+        if precond is None:
+            precond = cg_preconditioner(extra_p, reg, shift, d)
+        return map_row_blocks(cg_block, c, dim=d, block_bytes=CG_BLOCK_BYTES)
     # blocks of rows: the gathered block stays in cache, the solve workspace stays small
     return map_row_blocks(block, c, dim=d, max_rows=batch_size)
 

@@ -9,7 +9,9 @@ here costs privacy. The modes of ``psd=`` (:data:`PSD_MODES`):
 * "shift" — ``(Â_i + sI + extra + λI)⁻¹ b̂_i``, ``s`` = :func:`spectral_shift` from the known
   noise scale, by one checked Cholesky per item (:func:`shift_solve`);
 * "cg" — the "shift" system by a few warm-started conjugate-gradient steps
-  (:func:`cg_shift_solve`, :mod:`dpmt.solvers.cg`), checked, with "shift" as the fallback.
+  (:func:`cg_shift_solve`, :mod:`dpmt.solvers.cg`), checked, with "shift" as the fallback;
+  without noise (non-private ALS) matrix-free, from the gathered rows
+  (:func:`cg_shift_solve_rows`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from dpmt.errors import ConfigError, check_range
-from dpmt.solvers.cg import DEFAULT_CG_STEPS, cg_solve, shared_preconditioner
+from dpmt.solvers.cg import DEFAULT_CG_STEPS, cg_solve, gram_matvec, shared_preconditioner
 
 _HI = jax.lax.Precision.HIGHEST
 
@@ -134,32 +136,57 @@ def shift_solve(A_hat, b_hat, extra_p, reg, shift):
     return th, ok
 
 
+def shared_shift(extra_p, reg, shift, d: int) -> jax.Array:
+    """``S = (s + λ)I [+ extra]`` (d, d): the part every item system of ``psd="cg"`` shares."""
+    S = (shift + reg) * jnp.eye(d, dtype=jnp.float32)
+    return S if extra_p is None else S + extra_p
+
+
 def cg_preconditioner(extra_p, reg, shift, d: int):
-    """``P⁻¹`` of the part ``P = (s + λ)I [+ extra]`` that every item system of ``psd="cg"``
-    shares (:func:`~dpmt.solvers.cg.shared_preconditioner`), computed once per step."""
-    P = (shift + reg) * jnp.eye(d, dtype=jnp.float32)
-    return shared_preconditioner(P if extra_p is None else P + extra_p)
+    """``P⁻¹`` of the shared part ``P = (s + λ)I [+ extra]`` of the item systems of
+    ``psd="cg"`` (:func:`shared_shift`, :func:`~dpmt.solvers.cg.shared_preconditioner`),
+    computed once per step."""
+    return shared_preconditioner(shared_shift(extra_p, reg, shift, d))
+
+
+def checked_cg(M, b_hat, reg, x0, cg_steps, precond, fallback):
+    """``cg_steps`` CG steps on ``M θ = b̂`` from ``x0`` (``M`` formed, or its operator),
+    checked per item: every step saw positive curvature, θ is finite and
+    ``‖θ‖ ≤ (‖b̂‖ + ‖b̂ − Mθ‖)/λ`` (true for any θ when ``M ⪰ λI``, as
+    ``‖θ − M⁻¹b̂‖ ≤ ‖b̂ − Mθ‖/λ``). If an item of the batch fails, the batch's failing items
+    take ``fallback()`` (computed under ``lax.cond``, only then)."""
+    res = cg_solve(M, b_hat, x0, cg_steps, precond)
+    bound = (jnp.linalg.norm(b_hat, axis=-1) + res.residual) / reg * (1 + 1e-3) + 1e-30
+    ok = res.positive & (jnp.linalg.norm(res.x, axis=-1) <= bound)
+    return jax.lax.cond(jnp.all(ok), lambda: res.x,
+                        lambda: jnp.where(ok[..., None], res.x, fallback()))
 
 
 def cg_shift_solve(A_hat, b_hat, extra_p, reg, shift, x0, cg_steps, precond=None):
     """``psd="cg"``: the system of ``psd="shift"``, ``M = Â + (s + λ)I [+ extra]``, solved by
     ``cg_steps`` CG steps from ``x0`` (:func:`~dpmt.solvers.cg.cg_solve`; the previous,
     released θ: post-processing), preconditioned by the shared part ``(s + λ)I + extra``
-    (``precond`` = :func:`cg_preconditioner`, computed here if None). Checked per item: every
-    step saw positive curvature, θ is finite and ``‖θ‖ ≤ (‖b̂‖ + ‖b̂ − Mθ‖)/λ`` (true for any
-    θ when ``M ⪰ λI``, as ``‖θ − M⁻¹b̂‖ ≤ ‖b̂ − Mθ‖/λ``). If an item of the batch fails, the
-    batch's failing items take :func:`shift_solve` (checked Cholesky, eigenvalue fallback)."""
+    (``precond`` = :func:`cg_preconditioner`, computed here if None), and checked by
+    :func:`checked_cg` with :func:`shift_solve` (checked Cholesky, eigenvalue fallback) as
+    the fallback. The item step's buckets run the same solve matrix-free
+    (:func:`cg_shift_solve_rows`)."""
     d = A_hat.shape[-1]
-    M = shifted_system(A_hat, extra_p, reg, shift)
     if precond is None:
         precond = cg_preconditioner(extra_p, reg, shift, d)
-    res = cg_solve(M, b_hat, x0, cg_steps, precond)
-    bound = (jnp.linalg.norm(b_hat, axis=-1) + res.residual) / reg * (1 + 1e-3) + 1e-30
-    ok = res.positive & (jnp.linalg.norm(res.x, axis=-1) <= bound)
-    return jax.lax.cond(
-        jnp.all(ok), lambda: res.x,
-        lambda: jnp.where(ok[..., None], res.x, shift_solve(A_hat, b_hat, extra_p, reg,
-                                                             shift)[0]))
+    return checked_cg(shifted_system(A_hat, extra_p, reg, shift), b_hat, reg, x0, cg_steps,
+                      precond, lambda: shift_solve(A_hat, b_hat, extra_p, reg, shift)[0])
+
+
+def cg_shift_solve_rows(X_g, w, b, extra_p, reg, shift, x0, cg_steps, precond, statistics):
+    """:func:`cg_shift_solve` of *noiseless* systems (non-private ALS) without forming the Gram
+    matrices ``A = Σ_l w_l x_l x_lᵀ``: ``Mp = X_gᵀ(w ⊙ X_g p) + ((s + λ)I + extra) p`` from the
+    gathered rows ``X_g`` (n, L, d) and weights ``w`` (n, L)
+    (:func:`~dpmt.solvers.cg.gram_matvec`) — the same ``M`` in exact arithmetic, ``4·L·d``
+    FLOPs per item and step instead of ``2·L·d²`` once. ``statistics()`` forms ``A``
+    (n, d, d) for the fallback of a failing batch only."""
+    op = gram_matvec(X_g, w, shared=shared_shift(extra_p, reg, shift, b.shape[-1]))
+    return checked_cg(op, b, reg, x0, cg_steps, precond,
+                      lambda: shift_solve(statistics(), b, extra_p, reg, shift)[0])
 
 
 def solve_systems(A_hat, b_hat, extra_p, reg, psd, shift=None, x0=None,
