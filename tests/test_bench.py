@@ -268,7 +268,8 @@ def test_against_implicit_times_both_and_reports_ratios():
     res = bench.against_implicit(r, w, steps, V, repeats=1, private=private,
                                  log=lambda *a: None)
     assert set(res["seconds"]) == {"dpmt_nonprivate_project", "dpmt_nonprivate_shift",
-                                   "dpmt_nonprivate_cg", "dpmt_nonprivate_cg_3", "implicit_cg",
+                                   "dpmt_nonprivate_cg", "dpmt_nonprivate_cg_3",
+                                   "dpmt_nonprivate_cg_exact_users", "implicit_cg",
                                    "implicit_exact", "dpmt_private_cg"}
     assert res["ratio_dpmt_private_over_nonprivate"] == pytest.approx(
         res["seconds"]["dpmt_private_cg"] / res["seconds"]["dpmt_nonprivate_cg"])
@@ -280,6 +281,7 @@ def test_against_implicit_times_both_and_reports_ratios():
     assert "implicit ALS, exact (Cholesky)" in lines and "(target ≤ 1.5)" in lines
     assert "With conjugate gradients on both sides" in lines
     assert "With 3 CG steps on both sides" in lines
+    assert "With dpmt's default solves (CG items, exact users)" in lines
     assert all(v > 0 for v in res["seconds"].values())
     assert res["ratio_dpmt_shift_over_implicit_cg"] == pytest.approx(
         res["seconds"]["dpmt_nonprivate_shift"] / res["seconds"]["implicit_cg"])

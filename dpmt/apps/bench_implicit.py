@@ -58,15 +58,18 @@ def against_implicit(train, w, steps, V, *, repeats: int = 3, private=None,
                                                      np.asarray(train.item))),
                         shape=(train.n_users, train.n_items))
     dp = {}
-    # CG at dpmt's step count, and at implicit's (3) where that differs
-    modes = [("project", {}), ("shift", {}), ("cg", {})]
+    # name: (item solve, user solve, CG steps); CG at dpmt's step count, at implicit's (3)
+    # where that differs, and the CG item solve with the exact user step (TrainConfig's solves)
+    modes = {"project": ("project", "exact", cfg.cg_steps),
+             "shift": ("shift", "exact", cfg.cg_steps), "cg": ("cg", "cg", cfg.cg_steps),
+             "cg_exact_users": ("cg", "exact", cfg.cg_steps)}
     if cfg.cg_steps != IMPLICIT_CG_STEPS:
-        modes.append(("cg", {"cg_steps": IMPLICIT_CG_STEPS}))
-    for mode, extra_kw in modes:
+        modes[f"cg_{IMPLICIT_CG_STEPS}"] = ("cg", "cg", IMPLICIT_CG_STEPS)
+    for name, (item_solve, user_solve, cg_steps) in modes.items():
         st = dataclasses.replace(steps, cfg=cfg.replace(
-            item_solve=mode, user_solve="cg" if mode == "cg" else "exact", **extra_kw))
+            item_solve=item_solve, user_solve=user_solve, cg_steps=cg_steps))
         st.item_step = ssp_item_step(st)
-        dp[mode + (f"_{IMPLICIT_CG_STEPS}" if extra_kw else "")] = st
+        dp[name] = st
     U_start = jax.block_until_ready(dp["shift"].solve_users(V))
 
     def dpmt_iteration(st, noise=ItemNoise(), sigma_gram=0.0, key=None):
@@ -91,12 +94,8 @@ def against_implicit(train, w, steps, V, *, repeats: int = 3, private=None,
             model.fit(csr, show_progress=False)
         return model.item_factors
 
-    runs = {"dpmt_nonprivate_project": lambda: dpmt_iteration(dp["project"]),
-            "dpmt_nonprivate_shift": lambda: dpmt_iteration(dp["shift"]),
-            "dpmt_nonprivate_cg": lambda: dpmt_iteration(dp["cg"])}
-    for mode in dp:
-        if mode.startswith("cg_"):      # CG at implicit's step count
-            runs[f"dpmt_nonprivate_{mode}"] = lambda st=dp[mode]: dpmt_iteration(st)
+    runs = {f"dpmt_nonprivate_{name}": lambda st=st: dpmt_iteration(st)
+            for name, st in dp.items()}
     runs["implicit_cg"] = lambda: implicit_iteration(True)
     runs["implicit_exact"] = lambda: implicit_iteration(False)
     if private is not None:
@@ -151,6 +150,8 @@ def implicit_lines(results: list[dict]) -> list[str]:
              "dpmt_nonprivate_project": "dpmt, non-private, project solve (eigh + Cholesky)",
              "dpmt_nonprivate_cg": "dpmt, non-private, CG item and user solves (warm-started, "
                                    "matrix-free)",
+             "dpmt_nonprivate_cg_exact_users": "dpmt, non-private, CG item solve, exact user "
+                                               "step (TrainConfig's default solves)",
              f"dpmt_nonprivate_cg_{IMPLICIT_CG_STEPS}": "dpmt, non-private, CG item and user "
                                                          f"solves, {IMPLICIT_CG_STEPS} steps "
                                                          "(implicit's count)",
@@ -190,6 +191,10 @@ def implicit_lines(results: list[dict]) -> list[str]:
                        f"implicit's CG time and is "
                        f"{sec['implicit_exact'] / sec['dpmt_nonprivate_cg']:.2f}x as fast as "
                        "implicit's exact one.")
+        if "dpmt_nonprivate_cg_exact_users" in sec and "implicit_cg" in sec:
+            out.append(f"* With dpmt's default solves (CG items, exact users) it takes "
+                       f"{sec['dpmt_nonprivate_cg_exact_users'] / sec['implicit_cg']:.2f}x "
+                       "implicit's CG time.")
         k3 = f"dpmt_nonprivate_cg_{IMPLICIT_CG_STEPS}"
         if k3 in sec and "implicit_cg" in sec:
             out.append(f"* With {IMPLICIT_CG_STEPS} CG steps on both sides it takes "
