@@ -129,8 +129,9 @@ def solve_block(V: jax.Array, c: Chunk, labels, weights, base: jax.Array, U0=Non
 
 
 #: Bytes of one gathered ``(rows, L, d)`` block of the matrix-free CG user step: it is read
-#: twice per CG step, so smaller than the Gram path's block (measured: 1 MiB runs 8 steps at
-#: 2M interactions, d = 64, in 0.23 s against 0.33 s with 2 MiB).
+#: twice per CG step, so smaller than the Gram path's block (measured on a standalone version
+#: of this block without the gravity term: 1 MiB ran 8 steps at 2M interactions, d = 64, in
+#: 0.23 s, 2 MiB in 0.33 s and 4 MiB in 0.45 s).
 CG_BLOCK_BYTES = 1 * 2**20
 
 
