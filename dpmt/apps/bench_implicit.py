@@ -101,11 +101,8 @@ def against_implicit(train, w, steps, V, *, repeats: int = 3, private=None,
     if private is not None:
         # the same solves as the non-private row it is compared with (the user step is never
         # released, so its solve is not a privacy question): only the noise differs
-        st_private = steps
-        if cfg.item_solve == "cg":
-            st_private = dataclasses.replace(steps, cfg=cfg.replace(user_solve="cg"))
-            st_private.item_step = ssp_item_step(st_private)
-        runs[f"dpmt_private_{cfg.item_solve}"] = lambda: dpmt_iteration(st_private, *private)
+        runs[f"dpmt_private_{cfg.item_solve}"] = \
+            lambda: dpmt_iteration(dp[cfg.item_solve], *private)
     for fn in runs.values():          # warm-up: compiles dpmt's kernels, loads implicit's
         jax.block_until_ready(fn())
     times: dict[str, list[float]] = {k: [] for k in runs}

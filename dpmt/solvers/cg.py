@@ -71,7 +71,7 @@ def gram_matvec(X: jax.Array, w: jax.Array, shared: jax.Array | None = None):
       X: float32 (n, L, d) the gathered rows ``x_kl`` (anything in pad slots).
       w: float32 (n, L) their weights, zero in pad slots (any sign).
       shared: optional float32 (d, d) symmetric part ``S`` every system shares (ridge,
-        gravity, shift), applied as one GEMM ``P S``.
+        gravity, shift), applied as one GEMM ``p S`` over the batch.
 
     Returns a function ``(n, d) → (n, d)`` for :func:`cg_solve`.
     """

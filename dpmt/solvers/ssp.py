@@ -43,9 +43,9 @@ import numpy as np
 
 from dpmt.errors import ConfigError, check_range
 from dpmt.solvers.cg import DEFAULT_CG_STEPS, check_cg_steps, check_start
-from dpmt.solvers.layout import (DEFAULT_MAX_CHUNK_BYTES, Chunk, Layout, count_trace,
-                                 gather_slots, map_batches, map_row_blocks, require_kind,
-                                 weighted_gram)
+from dpmt.solvers.layout import (CG_BLOCK_BYTES, DEFAULT_MAX_CHUNK_BYTES, Chunk, Layout,
+                                 count_trace, gather_slots, map_batches, map_row_blocks,
+                                 require_kind, weighted_gram, weighted_rows)
 from dpmt.solvers.noise import (fold_in_words, key_words, normal_words, symmetric_from_words,
                                 symmetric_words)
 from dpmt.solvers.systems import (SHIFTED, cg_preconditioner, cg_shift_solve_rows,  # noqa: F401
@@ -368,17 +368,17 @@ def solve_block_rows(d: int) -> int:
     return int(max(1, SOLVE_BLOCK_BYTES // (4 * 8 * d * d)))
 
 
-#: Bytes of one gathered ``(rows, L, d)`` block of the matrix-free CG item solve (read twice
-#: per CG step, so smaller than the Gram path's block).
-CG_BLOCK_BYTES = 1 * 2**20
-
-
 def empty_rows(layout: Layout) -> np.ndarray:
     """int32 indices of the layout's rows without entries (items nobody rated); a segmented
     layout's long rows also map to the zero row, and are not empty."""
     empty = np.asarray(layout.inverse) == layout.total_rows
     empty[layout.long_rows] = False
     return np.flatnonzero(empty).astype(np.int32)
+
+
+def _require_shift(psd: str, shift) -> None:
+    if psd in SHIFTED and shift is None:
+        raise ConfigError(f"psd={psd!r} needs shift= (spectral_shift(sigma_A, d, n_items))")
 
 
 def private_item_solve_chunk(c: Chunk, X, weights, labels, key, sigma_A, sigma_b, reg, extra_p,
@@ -402,8 +402,7 @@ def private_item_solve_chunk(c: Chunk, X, weights, labels, key, sigma_A, sigma_b
         # matrix-free: A_i p = Σ_l w_l x_l (x_lᵀ p), the gathered rows kept in cache
         w = gather_slots(weights, sc)                      # (n, L), 0 in pad slots
         y = gather_slots(labels, sc)
-        X_g = X[sc.cols]                                   # (n, L, d)
-        b = jnp.einsum("nl,nld->nd", w * y, X_g, precision=_HI)
+        X_g, b = weighted_rows(X, sc, w, y)                # (n, L, d), (n, d)
         x0 = jnp.zeros_like(b) if start is None else start[sc.rows]
         return cg_shift_solve_rows(X_g, w, b, extra_p, reg, shift, x0, cg_steps, precond,
                                    lambda: weighted_gram(X, sc, w, y)[0])
@@ -414,8 +413,7 @@ def private_item_solve_chunk(c: Chunk, X, weights, labels, key, sigma_A, sigma_b
         # and forming Â_i = A_i + E_i once measured as fast or faster (2M interactions,
         # ε = 5-like noise: 0.74 s formed against 0.80 s matrix-free at d = 64, 2.55 / 2.58 s
         # at d = 128), so the private step forms it.
-        if shift is None:
-            raise ConfigError("psd='cg' needs shift= (spectral_shift(sigma_A, d, n_items))")
+        _require_shift(psd, shift)
         if precond is None:
             precond = cg_preconditioner(extra_p, reg, shift, d)
         return map_row_blocks(cg_block, c, dim=d, block_bytes=CG_BLOCK_BYTES)
@@ -431,8 +429,7 @@ def private_rows_solve(A, b, idx, key, sigma_A, sigma_b, reg, extra_p, *, psd: s
     so that it does not depend on how the items are split); "cg" starts item ``i`` from
     ``start[i]`` (``start`` (n_items, d), zeros if None)."""
     d = b.shape[-1]
-    if psd in SHIFTED and shift is None:
-        raise ConfigError(f"psd={psd!r} needs shift= (spectral_shift(sigma_A, d, n_items))")
+    _require_shift(psd, shift)
 
     def solve(A_b, b_b, i_b):
         if noisy:

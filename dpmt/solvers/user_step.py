@@ -33,8 +33,9 @@ from jax.scipy.linalg import cho_factor, cho_solve
 from dpmt.errors import ConfigError, check_range
 from dpmt.solvers.cg import (DEFAULT_CG_STEPS, cg_solve, check_cg_steps, check_start,
                              gram_matvec, shared_preconditioner)
-from dpmt.solvers.layout import (GEMM_BLOCK_BYTES, Chunk, Layout, count_trace, gather_slots,
-                                 map_row_blocks, require_kind, weighted_gram)
+from dpmt.solvers.layout import (CG_BLOCK_BYTES, GEMM_BLOCK_BYTES, Chunk, Layout, count_trace,
+                                 gather_slots, map_row_blocks, require_kind, weighted_gram,
+                                 weighted_rows)
 
 _HI = jax.lax.Precision.HIGHEST
 
@@ -120,19 +121,11 @@ def solve_block(V: jax.Array, c: Chunk, labels, weights, base: jax.Array, U0=Non
     if precond is None:
         precond = shared_preconditioner(base)
     # matrix-free: the block's gathered rows stay in cache through every step
-    X = V[c.cols]                                          # (n, L, d)
-    rhs = jnp.einsum("nl,nld->nd", w * y, X, precision=_HI)
+    X, rhs = weighted_rows(V, c, w, y)                     # (n, L, d), Σ c y v
     res = cg_solve(gram_matvec(X, w, shared=base), rhs, U0[c.rows], cg_steps, precond)
     # a start that is not finite (or a system CG cannot handle): that block solved exactly
     return jax.lax.cond(jnp.all(res.positive), lambda: res.x,
                         lambda: jnp.where(res.positive[..., None], res.x, exact()))
-
-
-#: Bytes of one gathered ``(rows, L, d)`` block of the matrix-free CG user step: it is read
-#: twice per CG step, so smaller than the Gram path's block (measured on a standalone version
-#: of this block without the gravity term: 1 MiB ran 8 steps at 2M interactions, d = 64, in
-#: 0.23 s, 2 MiB in 0.33 s and 4 MiB in 0.45 s).
-CG_BLOCK_BYTES = 1 * 2**20
 
 
 def user_block_bytes(cg: bool) -> int:
