@@ -45,9 +45,10 @@ from dpmt.errors import ConfigError, check_range
 from dpmt.solvers.cg import DEFAULT_CG_STEPS, check_cg_steps, check_start
 from dpmt.solvers.layout import (CG_BLOCK_BYTES, DEFAULT_MAX_CHUNK_BYTES, Chunk, Layout,
                                  count_trace, gather_slots, map_batches, map_row_blocks,
-                                 require_kind, weighted_gram, weighted_rows)
+                                 require_kind)
 from dpmt.solvers.noise import (fold_in_words, key_words, normal_words, symmetric_from_words,
                                 symmetric_words)
+from dpmt.solvers.row_products import weighted_gram, weighted_rows
 from dpmt.solvers.systems import (SHIFTED, cg_preconditioner, cg_shift_solve_rows,  # noqa: F401
                                   check_psd, project_psd, shift_tail, solve_systems,
                                   spectral_shift)
@@ -123,7 +124,7 @@ def _chunk_statistics_fn(X, weights, labels):
 
 def _chunk_statistics(c: Chunk, X, weights, labels):
     """``A (n, d, d)`` (exactly symmetric) and ``b (n, d)`` of one (block of a) chunk's rows:
-    one batched Gram product (2·L·d² FLOPs per row, :func:`~dpmt.solvers.layout.weighted_gram`)
+    one batched Gram product (2·L·d² FLOPs per row, :func:`~dpmt.solvers.row_products.weighted_gram`)
     and one batched matrix-vector product. Pad slots have w = 0: pad rows get A = 0, b = 0."""
     w = gather_slots(weights, c)                           # (n, L), 0 in pad slots
     y = gather_slots(labels, c)

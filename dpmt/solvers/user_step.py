@@ -34,8 +34,8 @@ from dpmt.errors import ConfigError, check_range
 from dpmt.solvers.cg import (DEFAULT_CG_STEPS, cg_solve, check_cg_steps, check_start,
                              gram_matvec, shared_preconditioner)
 from dpmt.solvers.layout import (CG_BLOCK_BYTES, GEMM_BLOCK_BYTES, Chunk, Layout, count_trace,
-                                 gather_slots, map_row_blocks, require_kind, weighted_gram,
-                                 weighted_rows)
+                                 gather_slots, map_row_blocks, require_kind)
+from dpmt.solvers.row_products import weighted_gram, weighted_rows
 
 _HI = jax.lax.Precision.HIGHEST
 
