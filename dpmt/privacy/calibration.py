@@ -9,6 +9,15 @@ smallest s with ε(δ) ≤ target. The split of the budget between releases is t
 
 A budget the fixed releases alone exceed is refused with
 :class:`~dpmt.errors.PrivacyBudgetError` *before* any data is touched.
+
+**Discrete Gaussian releases** (``mechanism="discrete_gaussian"``) are calibrated the same
+way: z_k = s·r_k is σ/Δ, with σ the discrete Gaussian's *parameter* (in the statistic's
+integer units) and Δ the L2 sensitivity in the same units. The RDP bracket treats them as
+Gaussians (a valid RDP bound, see :mod:`dpmt.privacy.ledger`); the PLD refinement is done on
+the ledger's own ε (:func:`~dpmt.privacy.ledger.epsilon_of`: the discrete Gaussian's PLD), so
+the achieved ε is what the ledger will report, ≤ the target. **Extra δ** (a release's
+``delta``) is fixed by the plan and charged first: the noise is calibrated at
+δ_acc = δ − (1 + δ)·Σδ (:func:`~dpmt.privacy.ledger.accounted_delta`).
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ import math
 import dp_accounting
 
 from dpmt.errors import ConfigError, PrivacyBudgetError, check_range
-from dpmt.privacy.ledger import Release, epsilon_of, make_accountant
+from dpmt.privacy.ledger import Release, accounted_delta, epsilon_of, make_accountant
 
 log = logging.getLogger("dpmt.privacy.calibration")
 
@@ -31,7 +40,8 @@ class PlannedRelease:
     """A release whose noise is still to be chosen.
 
     Attributes:
-      name, sensitivity, count, sampling_rate: as in :class:`~dpmt.privacy.ledger.Release`.
+      name, sensitivity, count, sampling_rate, mechanism, coordinates, step, delta, draws:
+        as in :class:`~dpmt.privacy.ledger.Release`.
       noise_ratio: relative noise multiplier r_k (z_k = s · r_k); larger means noisier.
       noise_multiplier: if set, this release's z is fixed and not calibrated.
     """
@@ -42,17 +52,25 @@ class PlannedRelease:
     sampling_rate: float | None = None
     noise_ratio: float = 1.0
     noise_multiplier: float | None = None
+    mechanism: str = "gaussian"
+    coordinates: int | None = None
+    step: int | None = None
+    delta: float = 0.0
+    draws: int = 0
 
     def __post_init__(self):
         check_range(f"{self.name}: noise_ratio", self.noise_ratio, low=0.0, low_open=True)
         if self.noise_multiplier is not None:
             check_range(f"{self.name}: noise_multiplier", self.noise_multiplier, low=0.0,
                         low_open=True)
+        self.release(1.0)        # validates the mechanism's fields as a Release does
 
     def release(self, scale: float) -> Release:
         z = self.noise_multiplier if self.noise_multiplier is not None else scale * self.noise_ratio
         return Release(self.name, self.sensitivity, z * self.sensitivity, self.count,
-                       self.sampling_rate)
+                       self.sampling_rate, mechanism=self.mechanism,
+                       coordinates=self.coordinates, step=self.step, delta=self.delta,
+                       draws=self.draws)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,7 +134,10 @@ def _calibrate(plan: list[PlannedRelease], epsilon: float, delta: float,
         raise ConfigError(f"release names in a plan must be unique (got {names})")
     fixed = [p.release(1.0) for p in plan if p.noise_multiplier is not None]
     free = [p for p in plan if p.noise_multiplier is None]
-    eps_fixed = epsilon_of(fixed, delta, accountant)
+    extra = math.fsum(p.delta for p in plan)
+    avail = accounted_delta(delta, extra)          # refuses an extra δ that leaves nothing
+    eps_fixed = epsilon_of(fixed, delta, accountant,
+                           extra=extra - math.fsum(r.delta for r in fixed))
     if eps_fixed >= epsilon:
         raise PrivacyBudgetError(
             f"the fixed-noise releases ({', '.join(r.name for r in fixed)}) alone spend "
@@ -140,7 +161,7 @@ def _calibrate(plan: list[PlannedRelease], epsilon: float, delta: float,
         # from a tiny guess).
         try:
             s_rdp = dp_accounting.calibrate_dp_mechanism(
-                lambda: make_accountant("rdp"), make_event, epsilon, delta,
+                lambda: make_accountant("rdp"), make_event, epsilon, avail,
                 bracket_interval=dp_accounting.LowerEndpointAndGuess(1e-2, 1.0), tol=1e-6)
         except Exception as e:     # dp_accounting's bracketing/brentq errors: out of reach
             raise PrivacyBudgetError(
@@ -151,10 +172,10 @@ def _calibrate(plan: list[PlannedRelease], epsilon: float, delta: float,
         if accountant != "rdp":
             try:
                 lower = 0.5 * s_rdp
-                while _eps(make_event(lower), delta, accountant) <= epsilon:
+                while _eps(make_event(lower), avail, accountant) <= epsilon:
                     lower *= 0.5
                 scale = dp_accounting.calibrate_dp_mechanism(
-                    lambda: make_accountant(accountant), make_event, epsilon, delta,
+                    lambda: make_accountant(accountant), make_event, epsilon, avail,
                     bracket_interval=dp_accounting.ExplicitBracketInterval(lower, s_rdp),
                     tol=tol * lower)
             except Exception:      # noqa: BLE001
@@ -163,10 +184,41 @@ def _calibrate(plan: list[PlannedRelease], epsilon: float, delta: float,
                 log.warning("PLD calibration failed at ε=%g, δ=%g; using the RDP noise scale",
                             epsilon, delta)
                 scale = s_rdp
+            if any(p.mechanism != "gaussian" for p in plan):
+                # the scale above treats the discrete Gaussians as Gaussians (their PLDs
+                # differ slightly): refine on the ledger's own ε, starting from it
+                scale = _refine(plan, scale, epsilon, delta, accountant, tol)
     finally:
         absl_log.setLevel(level)
     releases = tuple(p.release(scale) for p in plan)
     return Calibration(float(scale), releases, epsilon_of(releases, delta, accountant), delta)
+
+
+def _refine(plan: list[PlannedRelease], guess: float, epsilon: float, delta: float,
+            accountant: str, tol: float) -> float:
+    """The smallest scale (to ``tol`` relative) whose releases have
+    :func:`~dpmt.privacy.ledger.epsilon_of` ≤ ``epsilon``, bracketed from ``guess``."""
+    from scipy import optimize
+
+    def gap(scale: float) -> float:
+        return epsilon_of([p.release(scale) for p in plan], delta, accountant) - epsilon
+
+    factor = 1.02
+    hi = guess
+    while gap(hi) > 0:
+        hi *= factor
+        factor = factor ** 2
+        if hi > 1e6 * guess:
+            raise PrivacyBudgetError(f"no noise level reaches ε = {epsilon:g} at δ = "
+                                     f"{delta:g} for these releases")
+    lo = hi / 1.02
+    while gap(lo) <= 0:
+        hi, lo = lo, lo / 1.02
+    root = optimize.brentq(gap, lo, hi, xtol=tol * lo)
+    for candidate in (root, root + tol * lo, hi):
+        if gap(candidate) <= 0:
+            return float(candidate)
+    return float(hi)
 
 
 def _eps(event: dp_accounting.DpEvent, delta: float, accountant: str) -> float:

@@ -8,9 +8,43 @@ for ``dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE``.
 A :class:`Release` is one Gaussian mechanism (optionally Poisson-subsampled, optionally
 repeated ``count`` times) described by its name, L2 sensitivity Δ and noise standard deviation
 σ; its noise multiplier is z = σ/Δ and its event is ``GaussianDpEvent(z)`` (wrapped in
-``PoissonSampledDpEvent`` / ``SelfComposedDpEvent`` as needed). The ledger composes the events
-of all recorded releases into one ``ComposedDpEvent`` and asks a fresh accountant (PLD by
-default, RDP on request) for ε at δ. No accounting is done by hand.
+``PoissonSampledDpEvent`` / ``SelfComposedDpEvent`` as needed) — or one *discrete Gaussian*
+mechanism (``mechanism="discrete_gaussian"``, :mod:`dpmt.privacy.discrete_gaussian`): an
+integer statistic of which one user changes at most ``coordinates`` coordinates by at most
+the integer ``step`` each, plus N_Z(0, σ²) per coordinate (σ = ``noise_std``, the discrete
+Gaussian's parameter, in the statistic's integer units; Δ = ``sensitivity`` ≥ step·√coordinates
+its L2 sensitivity in the same units).
+
+ε at δ (:func:`epsilon_of`):
+
+* **PLD** (default): the privacy loss distributions of the releases, composed —
+  each group of Gaussian releases with one (z, q) exactly as ``dp_accounting.pld.
+  PLDAccountant`` composes its ``SelfComposedDpEvent`` (so an all-Gaussian ledger gives the
+  accountant's ε), each group of discrete Gaussian releases with one (σ, step) as the
+  discrete-Gaussian PLD self-composed over every coordinate it moves
+  (:func:`~dpmt.privacy.discrete_gaussian.discrete_gaussian_pld`).
+* **RDP**: a discrete Gaussian release is entered as ``GaussianDpEvent(σ/Δ)``. This is an
+  upper bound: the Rényi divergence of N_Z(0, σ²) and N_Z(μ, σ²) for an integer shift μ is at
+  most αμ²/(2σ²) (Canonne, Kamath & Steinke, NeurIPS 2020, Proposition 5), exactly the
+  Gaussian's, and Rényi divergences of independent coordinates add, so the release is
+  (α, αΔ²/(2σ²))-RDP like a Gaussian with multiplier σ/Δ. The same holds for
+  :func:`compose` / :meth:`PrivacyLedger.event` (the events given to
+  ``RepeatAndSelectDpEvent``, which is RDP).
+
+**Extra δ.** A release may carry ``delta`` > 0, charged additively: with Σδ the sum over
+the releases, ε is reported at δ_acc = δ − (1 + δ)·Σδ (:func:`accounted_delta`). That is
+valid for
+(a) a part of the mechanism that is (0, δ)-DP and independent of the rest — private partition
+selection: the event that an item only the added user rated passes the threshold (basic
+composition);
+(b) the 64-bit normal sampler of :mod:`dpmt.solvers.noise` when ``delta`` is its
+``tail_delta(draws) + edge_delta(z, …)`` (that module's coupling argument: a run whose ideal
+version is (ε, δ)-DP is (ε, δ + tail + Σ edge)-DP; a bare total-variation distance T would
+cost (1 + e^ε)·T instead);
+(c) a sampler conditioned on its reachable range, of tail mass Σδ: its hockey-stick
+divergence is at most (δ_acc + Σδ)/(1 − Σδ) ≤ δ, whence the factor (1 + δ).
+A ledger whose Σδ leaves no δ_acc > 0 is refused (:class:`~dpmt.errors.PrivacyBudgetError`).
+Under a charged selection see :func:`epsilon_of`.
 
 A ledger may also record how its model was *selected* among candidate runs (a
 :class:`Selection`, written by ``dpmt tune``). A charged (private) selection makes the
@@ -23,6 +57,7 @@ no ε; it is recorded so that the ledger says the choice among candidates is not
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -52,17 +87,29 @@ _PLD_MIN_MULTIPLIER = 0.05
 _BUDGET_RTOL = 1e-6
 
 
+MECHANISMS = ("gaussian", "discrete_gaussian")
+
+
 @dataclasses.dataclass(frozen=True)
 class Release:
-    """One (possibly repeated, possibly subsampled) Gaussian release.
+    """One (possibly repeated, possibly subsampled) Gaussian or discrete Gaussian release.
 
     Attributes:
       name: what was released (e.g. ``"item_counts"``, ``"iter3/ssp_A"``).
-      sensitivity: L2 sensitivity Δ > 0 under add/remove of one user.
-      noise_std: standard deviation σ of the Gaussian noise added to each coordinate.
+      sensitivity: L2 sensitivity Δ > 0 under add/remove of one user (for a discrete
+        Gaussian, in the statistic's integer units, and ≥ step·√coordinates).
+      noise_std: the noise per coordinate: the standard deviation σ of a Gaussian, or the
+        parameter σ of the discrete Gaussian N_Z(0, σ²) (whose standard deviation is a
+        little smaller).
       count: how many times this mechanism is applied (self-composition), ≥ 1.
       sampling_rate: Poisson sampling probability q of users per application, or None
-        (every user participates).
+        (every user participates). Gaussian releases only.
+      mechanism: ``"gaussian"`` (default) or ``"discrete_gaussian"``.
+      coordinates: discrete Gaussian only: the most coordinates one user changes.
+      step: discrete Gaussian only: the most (integer) change of one coordinate by one user.
+      delta: extra δ charged by basic composition (see the module docstring), ≥ 0.
+      draws: how many continuous normals the release draws (informational: their sampler's
+        tail mass is what ``delta`` charges, computed by the plan), ≥ 0.
     """
 
     name: str
@@ -70,6 +117,11 @@ class Release:
     noise_std: float
     count: int = 1
     sampling_rate: float | None = None
+    mechanism: str = "gaussian"
+    coordinates: int | None = None
+    step: int | None = None
+    delta: float = 0.0
+    draws: int = 0
 
     def __post_init__(self):
         check_range(f"{self.name}: sensitivity", self.sensitivity, low=0.0, low_open=True)
@@ -78,13 +130,41 @@ class Release:
         if self.sampling_rate is not None:
             check_range(f"{self.name}: sampling_rate", self.sampling_rate, low=0.0, high=1.0,
                         low_open=True)
+        if self.mechanism not in MECHANISMS:
+            raise ConfigError(f"{self.name}: mechanism must be one of {', '.join(MECHANISMS)} "
+                              f"(got {self.mechanism!r})")
+        check_range(f"{self.name}: delta", self.delta, low=0.0, high=1.0, high_open=True)
+        check_range(f"{self.name}: draws", self.draws, low=0, integer=True)
+        if self.mechanism == "discrete_gaussian":
+            if self.coordinates is None or self.step is None:
+                raise ConfigError(f"{self.name}: a discrete Gaussian release needs the "
+                                  "coordinates one user changes and the step of each")
+            check_range(f"{self.name}: coordinates", self.coordinates, low=1, integer=True)
+            check_range(f"{self.name}: step", self.step, low=1, integer=True)
+            if self.sampling_rate is not None:
+                raise ConfigError(f"{self.name}: a subsampled discrete Gaussian is not "
+                                  "supported")
+            floor = self.step * math.sqrt(self.coordinates)
+            if self.sensitivity < floor * (1 - 1e-12):
+                raise ConfigError(
+                    f"{self.name}: the L2 sensitivity {self.sensitivity:g} is below "
+                    f"step·√coordinates = {floor:g}: the RDP bound would not hold")
+        elif self.coordinates is not None or self.step is not None:
+            raise ConfigError(f"{self.name}: coordinates and step describe discrete Gaussian "
+                              "releases only")
 
     @property
     def noise_multiplier(self) -> float:
         """z = σ / Δ."""
         return self.noise_std / self.sensitivity
 
+    @property
+    def discrete(self) -> bool:
+        return self.mechanism == "discrete_gaussian"
+
     def dp_event(self) -> dp_accounting.DpEvent:
+        """The Gaussian event (for a discrete Gaussian, the RDP upper bound
+        ``GaussianDpEvent(σ/Δ)``: see the module docstring)."""
         event: dp_accounting.DpEvent = dp_accounting.GaussianDpEvent(self.noise_multiplier)
         if self.sampling_rate is not None and self.sampling_rate < 1.0:
             event = dp_accounting.PoissonSampledDpEvent(self.sampling_rate, event)
@@ -94,14 +174,23 @@ class Release:
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
+        if not self.discrete:
+            del d["coordinates"], d["step"]
+        if not self.draws:
+            del d["draws"]
         d["noise_multiplier"] = self.noise_multiplier
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Release":
+        coords, step = d.get("coordinates"), d.get("step")
         return cls(name=d["name"], sensitivity=float(d["sensitivity"]),
                    noise_std=float(d["noise_std"]), count=int(d.get("count", 1)),
-                   sampling_rate=d.get("sampling_rate"))
+                   sampling_rate=d.get("sampling_rate"),
+                   mechanism=d.get("mechanism", "gaussian"),
+                   coordinates=None if coords is None else int(coords),
+                   step=None if step is None else int(step),
+                   delta=float(d.get("delta", 0.0)), draws=int(d.get("draws", 0)))
 
 
 SELECTION_MODES = ("private", "literature")
@@ -195,7 +284,8 @@ def make_accountant(accountant: str = "pld") -> dp_accounting.PrivacyAccountant:
 
 
 def compose(releases: Iterable[Release]) -> dp_accounting.DpEvent:
-    """The ``ComposedDpEvent`` of the releases' events.
+    """The ``ComposedDpEvent`` of the releases' events (a discrete Gaussian as its RDP bound
+    ``GaussianDpEvent(σ/Δ)``: the event of the RDP accountant and of a selection).
 
     Releases with the same noise multiplier and sampling rate are merged into one
     ``SelfComposedDpEvent`` (the same composition, written so the PLD accountant can use its
@@ -209,25 +299,127 @@ def compose(releases: Iterable[Release]) -> dp_accounting.DpEvent:
     return dp_accounting.ComposedDpEvent(events)
 
 
+def extra_delta(releases: Iterable[Release]) -> float:
+    """Σ of the releases' extra δ (partition selection, sampler tails)."""
+    return math.fsum(r.delta for r in releases)
+
+
+def accounted_delta(delta: float, extra: float) -> float:
+    """δ_acc = δ − (1 + δ)·Σδ: the δ left to the accountant once the extra δ is charged
+    (module docstring); refused with :class:`PrivacyBudgetError` when nothing is left."""
+    avail = delta - (1.0 + delta) * extra if extra else delta
+    if not avail > 0:
+        raise PrivacyBudgetError(
+            f"the releases' extra δ (private partition selection, sampler tails) sums to "
+            f"{extra:.4g}, which leaves no δ for the noise at δ = {delta:g}; raise δ or lower "
+            "the extra δ (e.g. give the public item catalogue instead of selecting items)")
+    return avail
+
+
+@functools.lru_cache(maxsize=256)
+def _gaussian_group_pld(z: float, q: float | None, n: int):
+    """The PLD ``dp_accounting.pld.PLDAccountant`` composes for ``Release("_", 1, z, n, q)
+    .dp_event()`` (the same calls: its ε is the accountant's, to the last bit)."""
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    rel = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+    if q is not None and q < 1.0:
+        return pld_lib.from_gaussian_mechanism(
+            standard_deviation=z, value_discretization_interval=PLD_DISCRETIZATION,
+            sampling_prob=q, neighboring_relation=rel).self_compose(n)
+    return pld_lib.from_gaussian_mechanism(
+        standard_deviation=z / math.sqrt(n), value_discretization_interval=PLD_DISCRETIZATION,
+        neighboring_relation=rel)
+
+
+def privacy_loss_distribution(releases: Iterable[Release]):
+    """The composed ``dp_accounting`` PLD of ``releases`` (grid :data:`PLD_DISCRETIZATION`).
+
+    Gaussian releases with one (z, q) form one group, composed as ``PLDAccountant`` composes
+    its ``SelfComposedDpEvent`` (an all-Gaussian ledger's PLD is the accountant's); discrete
+    Gaussian releases with one (σ, step) form one group, the discrete-Gaussian PLD
+    self-composed over Σ coordinates·count
+    (:func:`~dpmt.privacy.discrete_gaussian.discrete_gaussian_pld`).
+    """
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    from dpmt.privacy.discrete_gaussian import discrete_gaussian_pld
+
+    gauss: dict[tuple[float, float | None], int] = {}
+    discrete: dict[tuple[float, int], int] = {}
+    for r in releases:
+        if r.discrete:
+            key = (float(r.noise_std), int(r.step))
+            discrete[key] = discrete.get(key, 0) + int(r.coordinates) * int(r.count)
+        else:
+            key = (r.noise_multiplier, r.sampling_rate)
+            gauss[key] = gauss.get(key, 0) + int(r.count)
+    pld = pld_lib.identity(value_discretization_interval=PLD_DISCRETIZATION)
+    for (z, q), n in gauss.items():
+        pld = pld.compose(_gaussian_group_pld(z, q, n))
+    for (sigma, step), times in discrete.items():
+        pld = pld.compose(discrete_gaussian_pld(sigma, step, times, PLD_DISCRETIZATION))
+    return pld
+
+
 def epsilon_of(releases: Iterable[Release], delta: float, accountant: str = "pld",
-               selection: Selection | None = None) -> float:
+               selection: Selection | None = None, *, extra: float = 0.0) -> float:
     """ε at δ of the composition of ``releases`` (0 for no release); with a charged
-    ``selection``, of its ``RepeatAndSelectDpEvent`` around that composition (RDP)."""
+    ``selection``, of its ``RepeatAndSelectDpEvent`` around that composition (RDP).
+
+    The releases' extra δ (plus ``extra``, e.g. that of releases still to come) is charged
+    first: ε is the accountant's at δ_acc = δ − (1 + δ)·Σδ (:func:`accounted_delta`).
+
+    Under a charged selection the repetition is not RDP once it has extra δ, so the bound
+    is by coupling: each repetition equals an RDP one except with probability ≤ Σδ (the
+    partition-selection event, the sampler's tail), so the whole selection differs from the
+    RDP one with probability ≤ E[K]·Σδ on either neighbour, and ε is the smallest found with
+    δ_RDP(ε) + (1 + e^ε)·E[K]·Σδ ≤ δ (fixed-point iteration on ε).
+
+    Raises :class:`PrivacyBudgetError` when the extra δ leaves nothing for the noise.
+    """
     releases = list(releases)
     if not releases:
         return 0.0
+    extra = float(extra) + extra_delta(releases)
     if selection is not None and selection.charged:
         _check_selection_accountant(selection, accountant)
-        acc = make_accountant("rdp")
-        acc.compose(selection.wrap(compose(releases)))
-        return float(acc.get_epsilon(delta))
+        return _selection_epsilon(releases, delta, selection, extra)
+    avail = accounted_delta(delta, extra)
     if accountant == "pld" and min(r.noise_multiplier for r in releases) < _PLD_MIN_MULTIPLIER:
         # The PLD grid grows like 1/z²; at such multipliers ε is huge anyway, and RDP is
         # also a valid upper bound.
         accountant = "rdp"
+    if accountant == "pld":
+        return float(privacy_loss_distribution(releases).get_epsilon_for_delta(avail))
     acc = make_accountant(accountant)
     acc.compose(compose(releases))
-    return float(acc.get_epsilon(delta))
+    return float(acc.get_epsilon(avail))
+
+
+def _selection_epsilon(releases: list[Release], delta: float, selection: Selection,
+                       extra: float) -> float:
+    acc = make_accountant("rdp")
+    acc.compose(selection.wrap(compose(releases)))
+    if not extra:
+        return float(acc.get_epsilon(delta))
+    c = float(selection.mean) * extra
+    eps = 0.0
+    for _ in range(200):
+        slack = delta - (1.0 + math.exp(min(eps, 700.0))) * c
+        if not slack > 0:
+            break
+        new = float(acc.get_epsilon(slack))
+        if new - eps <= 1e-10 * (1.0 + eps):
+            cand = new + 1e-9 * (1.0 + new)
+            if acc.get_delta(cand) + (1.0 + math.exp(min(cand, 700.0))) * c <= delta:
+                return cand
+        eps = max(new, eps)
+    raise PrivacyBudgetError(
+        f"the releases' extra δ ({extra:.4g} per repetition, {c:.4g} over the mean "
+        f"{selection.mean:g} repetitions) leaves no δ for a private selection at δ = "
+        f"{delta:g}; raise δ, lower the mean number of repetitions, or give the public item "
+        "catalogue instead of selecting items")
 
 
 def _check_selection_accountant(selection: Selection | None, accountant: str) -> None:
@@ -317,6 +509,7 @@ class PrivacyLedger:
             "delta": self.delta,
             "epsilon": self._epsilon,
             "epsilon_budget": self.epsilon_budget,
+            "extra_delta": extra_delta(self._releases),
             "releases": [r.to_dict() for r in self._releases],
         }
         if self.selection is not None:
@@ -345,17 +538,24 @@ class PrivacyLedger:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
     def summary(self) -> str:
-        """A text table of the releases and the total."""
+        """A text table of the releases (mechanism: G Gaussian, DG discrete Gaussian, with
+        the coordinates × step one user moves) and the total."""
         lines = [f"Privacy ledger (unit: {PRIVACY_UNIT}; accountant: {self.accountant})",
-                 f"{'release':<28} {'sens.':>10} {'noise std':>12} {'z':>9} {'count':>6} "
-                 f"{'q':>7}"]
+                 f"{'release':<28} {'mech.':>12} {'sens.':>10} {'noise std':>12} {'z':>9} "
+                 f"{'count':>6} {'q':>7} {'extra δ':>9}"]
         for r in self._releases:
             q = "-" if r.sampling_rate is None else f"{r.sampling_rate:.3g}"
-            lines.append(f"{r.name:<28} {r.sensitivity:>10.4g} {r.noise_std:>12.4g} "
-                         f"{r.noise_multiplier:>9.4g} {r.count:>6d} {q:>7}")
+            mech = f"DG {r.coordinates}×{r.step}" if r.discrete else "G"
+            xd = f"{r.delta:.3g}" if r.delta else "-"
+            lines.append(f"{r.name:<28} {mech:>12} {r.sensitivity:>10.4g} {r.noise_std:>12.4g} "
+                         f"{r.noise_multiplier:>9.4g} {r.count:>6d} {q:>7} {xd:>9}")
         budget = "" if self.epsilon_budget is None else f" (budget {self.epsilon_budget:g})"
         if self.selection is not None:
             lines.append(f"selection: {self.selection.note()}")
+        extra = extra_delta(self._releases)
+        if extra:
+            lines.append(f"extra δ (partition selection, sampler tails): {extra:.4g}, charged "
+                         "within δ by basic composition")
         lines.append(f"total: ε = {self._epsilon:.4f} at δ = {self.delta:g}{budget}")
         return "\n".join(lines)
 

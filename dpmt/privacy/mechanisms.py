@@ -1,38 +1,101 @@
 """Private releases of simple statistics, each with the sensitivity it is charged at.
 
-Every function here takes the noise standard deviation (from a calibration), returns the
-noisy value together with the :class:`~dpmt.privacy.ledger.Release` describing it, and records
-that release in ``ledger`` when one is given. The sensitivity is computed *inside* the
-function that enforces it (capping / clipping), so the bound and the code that makes it true
-live together. Privacy unit: one user (add/remove-one).
+Every function here takes the noise (from a calibration), returns the noisy value together
+with the :class:`~dpmt.privacy.ledger.Release` describing it (or, for the item offsets, the
+post-processed offsets; :func:`item_offsets_release` is their release), and records that
+release in ``ledger`` when one is given. The sensitivity is computed *inside* the module that
+enforces it (capping / clipping / the lattice), so the bound and the code that makes it true
+live together; the plan (:mod:`dpmt.train.plan`) builds its releases with the same functions.
+Privacy unit: one user (add/remove-one).
+
+**Integer releases (issue 24).** Every statistic published directly is an integer plus exact
+discrete Gaussian noise (:mod:`dpmt.privacy.discrete_gaussian`, Canonne, Kamath & Steinke,
+NeurIPS 2020), so a release has no floating-point structure that could reveal the exact
+value (Mironov, CCS 2012): the item counts and the user count are integers; the rating sum
+and the per-item label sums are first put on a public lattice — each value is rounded to a
+multiple of 2^(−b) (:func:`lattice_bits`) and summed as an integer number of lattice units.
+The rounding is stochastic and unbiased (⌊v⌋ + Bernoulli(v − ⌊v⌋) in lattice units, coins from
+the capping stream): it changes no sensitivity (a rounded value stays within the clipped
+range's lattice bound) and adds a variance ≤ 1/4 lattice unit² per value instead of a bias.
+Estimates made from the noisy integers (the mean, the shrunk offsets) are post-processing.
 """
 
 from __future__ import annotations
 
 import math
+import random
 
-import jax
 import numpy as np
 
-from dpmt.errors import DataError, check_range
+from dpmt.errors import ConfigError, DataError, check_range
+from dpmt.privacy.discrete_gaussian import discrete_gaussian_tail, sample_discrete_gaussian
 from dpmt.privacy.ledger import PrivacyLedger, Release
 
+DISCRETE_GAUSSIAN = "discrete_gaussian"
 
-def _key_to_rng(key: jax.Array) -> np.random.Generator:
-    """A numpy Generator seeded from a JAX key (for host-side sampling of index sets)."""
+#: the lattice: a release summed on the lattice 2^(−b) has a per-user L2 sensitivity of at
+#: most this many lattice units (b the largest integer in [0, MAX_LATTICE_BITS] that keeps
+#: it so). It bounds the discrete Gaussian's σ in lattice units (≈ z·4096), which keeps the
+#: accountant's tables small, while the lattice stays fine: 1/128 for labels clipped to ±2
+#: with k = 100, 1/8 for ratings in [1, 5] with k = 100.
+LATTICE_TARGET = 4096
+MAX_LATTICE_BITS = 20
+
+
+def lattice_bits(per_user_bound: float) -> int:
+    """b for a statistic whose per-user L2 bound is ``per_user_bound`` (in value units): the
+    largest b ∈ [0, MAX_LATTICE_BITS] with per_user_bound·2^b ≤ :data:`LATTICE_TARGET`
+    (0 when even b = 0 exceeds it). Public: depends on public constants only."""
+    check_range("per-user bound", per_user_bound, low=0.0, low_open=True)
+    b = math.floor(math.log2(LATTICE_TARGET / float(per_user_bound)))
+    b = max(0, min(MAX_LATTICE_BITS, b))
+    while b > 0 and per_user_bound * 2.0 ** b > LATTICE_TARGET:   # log2 rounding
+        b -= 1
+    return b
+
+
+def to_lattice(values, bits: int, rng: np.random.Generator) -> np.ndarray:
+    """``values`` in units of 2^(−bits), rounded stochastically and without bias to int64:
+    ⌊v⌋ + Bernoulli(v − ⌊v⌋) (scaling by a power of two is exact in float64)."""
+    q = np.ldexp(np.asarray(values, dtype=np.float64), int(bits))
+    f = np.floor(q)
+    return (f + (rng.random(q.shape) < (q - f))).astype(np.int64)
+
+
+def _key_to_rng(key) -> np.random.Generator:
+    """A numpy Generator seeded from a JAX key (legacy callers of :func:`cap_per_user`)."""
+    import jax
+
     bits = np.asarray(jax.random.bits(key, (4,), dtype=np.uint32))
     return np.random.default_rng(bits)
 
 
-def cap_per_user(user_ids: np.ndarray, k: int, key: jax.Array) -> np.ndarray:
+def _as_generator(rng) -> np.random.Generator:
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if isinstance(rng, random.Random):
+        raise ConfigError("capping takes a numpy Generator (NoiseSource.numpy_rng(label)), "
+                          "not a random.Random")
+    return _key_to_rng(rng)
+
+
+def _as_random(rng) -> random.Random:
+    if not isinstance(rng, random.Random):
+        raise ConfigError("discrete Gaussian noise takes a random.Random bit source "
+                          f"(NoiseSource.random(label)), got {type(rng).__name__}")
+    return rng
+
+
+def cap_per_user(user_ids: np.ndarray, k: int, rng) -> np.ndarray:
     """Boolean mask keeping a uniform random sample of at most ``k`` ratings per user.
 
-    Vectorised: one random key per rating, ranked within each user.
+    ``rng``: a ``np.random.Generator`` (``NoiseSource.numpy_rng(label)``), or a JAX key
+    (converted to one). Vectorised: one random key per rating, ranked within each user.
     """
     check_range("k", k, low=1, integer=True)
     user_ids = np.asarray(user_ids)
-    rng = _key_to_rng(key)
-    order = np.lexsort((rng.random(len(user_ids)), user_ids))
+    gen = _as_generator(rng)
+    order = np.lexsort((gen.random(len(user_ids)), user_ids))
     u_sorted = user_ids[order]
     starts = np.r_[0, np.flatnonzero(np.diff(u_sorted)) + 1]
     run_start = np.repeat(starts, np.diff(np.r_[starts, len(u_sorted)]))
@@ -41,119 +104,239 @@ def cap_per_user(user_ids: np.ndarray, k: int, key: jax.Array) -> np.ndarray:
     return keep
 
 
+# -- the item counts -----------------------------------------------------------------------------
 def count_sensitivity(k: int, include_user_count: bool = False) -> float:
     """L2 sensitivity of the per-item histogram when each user adds ≤ k distinct items: √k;
     √(k+1) when the number of users is released as one more coordinate."""
     return math.sqrt(k + (1 if include_user_count else 0))
 
 
+def counts_release(k: int, noise_std: float, *, name: str = "item_counts",
+                   include_user_count: bool = False, delta: float = 0.0) -> Release:
+    """The counts' release: discrete Gaussian, k (+1) coordinates moved by ≤ 1 each."""
+    k = int(k)
+    coords = k + (1 if include_user_count else 0)
+    return Release(name, count_sensitivity(k, include_user_count), float(noise_std),
+                   mechanism=DISCRETE_GAUSSIAN, coordinates=coords, step=1, delta=float(delta))
+
+
 def private_counts(user_ids, item_ids, n_items: int, *, k: int, noise_std: float,
-                   key: jax.Array, ledger: PrivacyLedger | None = None,
+                   cap_rng, noise_rng: random.Random, ledger: PrivacyLedger | None = None,
                    name: str = "item_counts", include_user_count: bool = False,
-                   ) -> tuple[np.ndarray, Release] | tuple[np.ndarray, float, Release]:
-    """Noisy task sizes n̂_i (Gaussian mechanism on the capped histogram).
+                   delta: float = 0.0,
+                   ) -> tuple[np.ndarray, Release] | tuple[np.ndarray, int, Release]:
+    """Noisy task sizes n̂_i: the capped histogram plus discrete Gaussian noise, integers.
 
     Each user is capped at k of their items by a uniform random sample (so a user changes at
-    most k entries of the histogram by 1 each: L2 sensitivity √k), then
-    n̂_i = max(1, n_i^cap + N(0, σ²)). Clamping at 1 is post-processing.
+    most k entries of the histogram by 1 each), then n̂_i = max(1, n_i^cap + Z_i), Z_i ~
+    N_Z(0, σ²) exact (:func:`~dpmt.privacy.discrete_gaussian.sample_discrete_gaussian`).
+    Clamping at 1 is post-processing.
 
     Args:
       user_ids, item_ids: (nnz,) int rating coordinates (one per (user, item) pair).
       n_items: m.
       k: per-user cap (the reference uses k = β = 100).
-      noise_std: σ.
-      key: JAX PRNG key (sampling and noise).
+      noise_std: σ, the discrete Gaussian's parameter (the plan's ``counts.noise_std``).
+      cap_rng: ``np.random.Generator`` for the capping (or a JAX key).
+      noise_rng: ``random.Random`` bit source for the noise (``NoiseSource.random(label)``).
+      delta: the release's extra δ (private partition selection, :func:`partition_threshold`).
 
-    With ``include_user_count`` the number of users n is released in the same Gaussian
-    mechanism as one extra coordinate (a user adds 1 to it: sensitivity √(k+1)), since the
-    optimal weights' normalisation (eq. (11)) needs n and under add/remove-one n is private.
+    With ``include_user_count`` the number of users n is released in the same mechanism as
+    one extra coordinate (a user adds 1 to it), since the optimal weights' normalisation
+    (eq. (11)) needs n and under add/remove-one n is private.
 
     Returns:
-      ((m,) float64 noisy counts ≥ 1, [noisy user count ≥ 1,] the Release).
+      ((m,) int64 noisy counts ≥ 1, [int noisy user count ≥ 1,] the Release: discrete
+      Gaussian, k (+1) coordinates, step 1, L2 sensitivity √k (√(k+1))).
     """
     check_range("noise_std", noise_std, low=0.0, low_open=True)
     user_ids = np.asarray(user_ids)
     item_ids = np.asarray(item_ids)
     if len(user_ids) == 0:
         raise DataError("cannot release counts of an empty dataset")
-    k_cap, k_noise = jax.random.split(key)
-    keep = cap_per_user(user_ids, k, k_cap)
-    hist = np.bincount(item_ids[keep], minlength=n_items).astype(np.float64)
+    noise_rng = _as_random(noise_rng)
+    keep = cap_per_user(user_ids, k, cap_rng)
+    hist = np.bincount(item_ids[keep], minlength=n_items).astype(np.int64)
     if include_user_count:
-        hist = np.append(hist, float(len(np.unique(user_ids))))
-    noise = np.asarray(jax.random.normal(k_noise, hist.shape, dtype=np.float32), np.float64)
-    release = Release(name, count_sensitivity(k, include_user_count), float(noise_std))
+        hist = np.append(hist, np.int64(len(np.unique(user_ids))))
+    release = counts_release(k, noise_std, name=name, include_user_count=include_user_count,
+                             delta=delta)
     if ledger is not None:
         ledger.record(release)
-    noisy = np.maximum(hist + noise_std * noise, 1.0)
+    noisy = np.maximum(hist + sample_discrete_gaussian(noise_std, len(hist), noise_rng), 1)
     if include_user_count:
-        return noisy[:-1], float(noisy[-1]), release
+        return noisy[:-1], int(noisy[-1]), release
     return noisy, release
 
 
-def item_sum_sensitivity(k: int, clip: float) -> float:
-    """L2 sensitivity of per-item sums of labels clipped to [−c, c] when each user adds ≤ k
-    distinct items: √k·c."""
-    return math.sqrt(k) * float(clip)
+# -- private partition selection ---------------------------------------------------------------
+def partition_threshold(k: int, sigma: float, delta_ps: float) -> int:
+    """The smallest integer τ with k·P(1 + Z ≥ τ) ≤ δ_ps, Z ~ N_Z(0, σ²).
 
+    Private partition selection (Korolova, Kenthapadi, Mishra & Ntoulas, WWW 2009; Gopi,
+    Gulhane, Kulkarni, Shen, Shokouhi & Yekhanin, *Differentially Private Set Union*, ICML
+    2020; Desfontaines, Voss, Gipson & Mandayam, *Differentially private partition
+    selection*, PETS 2022): without a public item catalogue, the items released are those
+    whose noisy capped count reaches τ (:func:`select_items`). An item that only the added
+    user rated has count 1 in the capped histogram (0 and absent without them); the user has
+    at most k such items, so the probability that any of them is kept is at most
+    k·P(1 + Z ≥ τ) ≤ δ_ps. That part of the output is (0, δ_ps)-DP and independent of the
+    noisy counts of the items both neighbours share (the discrete Gaussian release), so the
+    counts release carries ``delta = δ_ps`` (basic composition in the ledger).
 
-def private_item_offsets(labels, user_ids, item_ids, n_items: int, noisy_counts, *, k: int,
-                         clip: float, noise_std: float, key: jax.Array, prior_std: float = 0.4,
-                         label_std: float = 1.0) -> np.ndarray:
-    """Private per-item offsets b̂_i, shrunk towards 0 by the known noise, clipped to ±c.
-
-    S̃_i = Σ_{j: kept} clip(y_ij, ±c) + N(0, σ²) over a uniform sample of ≤ k ratings per user
-    (L2 sensitivity √k·c, :func:`item_sum_sensitivity`). With ñ_i the *released* noisy count,
-    a N(0, τ²) prior on b_i and per-rating spread ν, the posterior mean of b_i given
-    S̃_i ≈ ñ_i b_i + e_i, Var(e_i) = ñ_i ν² + σ², is
-
-        b̂_i = ñ_i τ² S̃_i / (ñ_i² τ² + ñ_i ν² + σ²),
-
-    so a rarely rated item, whose sum is mostly noise, gets an offset near 0. τ (``prior_std``)
-    and ν (``label_std``) are public constants; σ is the release's known noise. Post-processing
-    of two releases; the caller charges the sum's release. Returns float64 (n_items,).
+    The tail is summed from the exact pmf (:func:`~dpmt.privacy.discrete_gaussian.
+    discrete_gaussian_tail`). τ ≥ 2 whenever δ_ps < 1/2, so the clamp of the counts at 1
+    never lets an item through.
     """
-    check_range("noise_std", noise_std, low=0.0, low_open=True)
-    y = np.clip(np.asarray(labels, np.float64), -clip, clip)
-    item_ids = np.asarray(item_ids)
-    k_cap, k_noise = jax.random.split(key)
-    keep = cap_per_user(np.asarray(user_ids), k, k_cap)
-    sums = np.bincount(item_ids[keep], weights=y[keep], minlength=n_items)
-    sums = sums + noise_std * np.asarray(jax.random.normal(k_noise, (n_items,)), np.float64)
-    n = np.maximum(np.asarray(noisy_counts, np.float64)[:n_items], 1.0)
-    t2, v2 = prior_std ** 2, label_std ** 2
-    return np.clip(n * t2 * sums / (n * n * t2 + n * v2 + noise_std ** 2), -clip, clip)
+    check_range("k", k, low=1, integer=True)
+    check_range("sigma", sigma, low=0.0, low_open=True)
+    check_range("delta_ps", delta_ps, low=0.0, high=0.5, low_open=True, high_open=True)
+    k = int(k)
+
+    def ok(u: int) -> bool:                     # u = τ − 1: k·P(Z ≥ u) ≤ δ_ps
+        return k * discrete_gaussian_tail(sigma, u) <= delta_ps
+
+    lo, hi = 0, 1                               # not ok(0): k·P(Z ≥ 0) > k/2 > δ_ps
+    while not ok(hi):
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi + 1
+
+
+def select_items(noisy_counts, threshold: int) -> np.ndarray:
+    """The items kept by private partition selection: noisy count ≥ ``threshold``
+    (:func:`partition_threshold`). Post-processing of the counts release."""
+    return np.asarray(noisy_counts) >= int(threshold)
+
+
+# -- the rating mean -----------------------------------------------------------------------------
+def mean_lattice(k: int, low: float, high: float) -> tuple[int, int]:
+    """(b, step) of the rating sum: ratings clipped to [low, high] on the lattice 2^(−b)
+    (b = :func:`lattice_bits` of k·max(|low|, |high|)), so one rating is at most
+    L = ⌈max(|low|, |high|)·2^b⌉ lattice units and one user's ≤ k ratings move the sum by at
+    most step = k·L."""
+    check_range("k", k, low=1, integer=True)
+    check_range("high - low", high - low, low=0.0, low_open=True)
+    r_max = max(abs(float(low)), abs(float(high)))
+    if r_max == 0:
+        raise ConfigError("the rating range must not be [0, 0]")
+    b = lattice_bits(int(k) * r_max)
+    return b, int(k) * int(math.ceil(math.ldexp(r_max, b)))
+
+
+def mean_releases(k: int, low: float, high: float, sum_noise_std: float,
+                  count_noise_std: float, name: str = "rating_mean") -> tuple[Release, Release]:
+    """The mean's two discrete Gaussian releases: the sum in lattice units (one coordinate,
+    step k·L: :func:`mean_lattice`) and the count of kept ratings (one coordinate, step k)."""
+    _, step = mean_lattice(k, low, high)
+    rel_sum = Release(f"{name}/sum", float(step), float(sum_noise_std),
+                      mechanism=DISCRETE_GAUSSIAN, coordinates=1, step=step)
+    rel_cnt = Release(f"{name}/count", float(k), float(count_noise_std),
+                      mechanism=DISCRETE_GAUSSIAN, coordinates=1, step=int(k))
+    return rel_sum, rel_cnt
 
 
 def private_mean(values, user_ids, *, low: float, high: float, k: int, sum_noise_std: float,
-                 count_noise_std: float, key: jax.Array, ledger: PrivacyLedger | None = None,
-                 name: str = "rating_mean") -> tuple[float, tuple[Release, Release]]:
+                 count_noise_std: float, cap_rng, noise_rng: random.Random,
+                 ledger: PrivacyLedger | None = None, name: str = "rating_mean",
+                 ) -> tuple[float, tuple[Release, Release]]:
     """Private global mean of ratings (for centring explicit ratings).
 
-    Each user is capped at k ratings (uniform sample) and ratings are clipped to
-    [low, high]. Adding or removing one user changes the sum by at most k·max(|low|, |high|)
-    and the count by at most k, so the two Gaussian releases have L2 sensitivities
-    k·r_max and k. (The reference implementation charged the sum as if each user had one
-    rating — its defect 2.) The estimate is clip(S̃ / max(C̃, 1), low, high).
+    Each user is capped at k ratings (uniform sample), ratings are clipped to [low, high]
+    and put on the lattice 2^(−b) (:func:`mean_lattice`, unbiased stochastic rounding).
+    Adding or removing one user changes the lattice sum by at most step = k·L and the count
+    by at most k, so the two discrete Gaussian releases are S̃ = Σ + Z_S (σ = ``sum_noise_std``,
+    in lattice units) and C̃ = count + Z_C (σ = ``count_noise_std``). (The reference
+    implementation charged the sum as if each user had one rating — its defect 2.) The
+    estimate clip(2^(−b)·S̃ / max(C̃, 1), low, high) is post-processing of the two integers.
 
     Returns:
       (mean, (sum release, count release)).
     """
-    check_range("high - low", high - low, low=0.0, low_open=True)
+    check_range("sum_noise_std", sum_noise_std, low=0.0, low_open=True)
+    check_range("count_noise_std", count_noise_std, low=0.0, low_open=True)
     values = np.asarray(values, dtype=np.float64)
     if len(values) == 0:
         raise DataError("cannot release the mean of an empty dataset")
     if not np.all(np.isfinite(values)):
         raise DataError("ratings contain NaN or infinite values")
-    k_cap, k_s, k_c = jax.random.split(key, 3)
-    keep = cap_per_user(np.asarray(user_ids), k, k_cap)
-    clipped = np.clip(values[keep], low, high)
-    r_max = max(abs(low), abs(high))
-    rel_sum = Release(f"{name}/sum", k * r_max, float(sum_noise_std))
-    rel_cnt = Release(f"{name}/count", float(k), float(count_noise_std))
+    bits, step = mean_lattice(k, low, high)
+    rel_sum, rel_cnt = mean_releases(k, low, high, sum_noise_std, count_noise_std, name)
+    noise_rng = _as_random(noise_rng)
+    gen = _as_generator(cap_rng)
+    keep = cap_per_user(np.asarray(user_ids), k, gen)
+    unit = step // int(k)
+    lat = np.clip(to_lattice(np.clip(values[keep], low, high), bits, gen), -unit, unit)
     if ledger is not None:
         ledger.record(rel_sum)
         ledger.record(rel_cnt)
-    s = clipped.sum() + sum_noise_std * float(jax.random.normal(k_s))
-    c = keep.sum() + count_noise_std * float(jax.random.normal(k_c))
-    return float(np.clip(s / max(c, 1.0), low, high)), (rel_sum, rel_cnt)
+    s = int(lat.sum()) + int(sample_discrete_gaussian(sum_noise_std, 1, noise_rng)[0])
+    c = int(keep.sum()) + int(sample_discrete_gaussian(count_noise_std, 1, noise_rng)[0])
+    mean = math.ldexp(s, -bits) / max(c, 1)
+    return float(np.clip(mean, low, high)), (rel_sum, rel_cnt)
+
+
+# -- the item offsets ----------------------------------------------------------------------------
+def offsets_lattice(k: int, clip: float) -> tuple[int, int]:
+    """(b, step) of the per-item label sums: labels clipped to ±c on the lattice 2^(−b)
+    (b = :func:`lattice_bits` of √k·c), one label at most step = ⌈c·2^b⌉ lattice units."""
+    check_range("k", k, low=1, integer=True)
+    check_range("clip", clip, low=0.0, low_open=True)
+    b = lattice_bits(math.sqrt(int(k)) * float(clip))
+    return b, int(math.ceil(math.ldexp(float(clip), b)))
+
+
+def item_sum_sensitivity(k: int, clip: float) -> float:
+    """L2 sensitivity, in lattice units (:func:`offsets_lattice`), of the per-item sums of
+    labels clipped to ±c when each user adds ≤ k distinct items: √k·step."""
+    return math.sqrt(int(k)) * offsets_lattice(k, clip)[1]
+
+
+def item_offsets_release(k: int, clip: float, noise_std: float,
+                         name: str = "item_offsets") -> Release:
+    """The per-item label sums' release: discrete Gaussian, k coordinates moved by ≤ step
+    lattice units each (σ = ``noise_std`` in lattice units)."""
+    _, step = offsets_lattice(k, clip)
+    return Release(name, item_sum_sensitivity(k, clip), float(noise_std),
+                   mechanism=DISCRETE_GAUSSIAN, coordinates=int(k), step=step)
+
+
+def private_item_offsets(labels, user_ids, item_ids, n_items: int, noisy_counts, *, k: int,
+                         clip: float, noise_std: float, cap_rng, noise_rng: random.Random,
+                         prior_std: float = 0.4, label_std: float = 1.0) -> np.ndarray:
+    """Private per-item offsets b̂_i, shrunk towards 0 by the known noise, clipped to ±c.
+
+    Labels are clipped to ±c and put on the lattice 2^(−b) (:func:`offsets_lattice`,
+    unbiased stochastic rounding); over a uniform sample of ≤ k ratings per user the per-item
+    sums in lattice units get discrete Gaussian noise of parameter σ (``noise_std``, lattice
+    units; the release is :func:`item_offsets_release`: k coordinates, step ⌈c·2^b⌉). In
+    label units S̃_i = 2^(−b)·(Σ_{j: kept} y_ij + Z_i) and the noise is σ_y = 2^(−b)·σ. With
+    ñ_i the *released* noisy count, a N(0, τ²) prior on b_i and per-rating spread ν, the
+    posterior mean of b_i given S̃_i ≈ ñ_i b_i + e_i, Var(e_i) = ñ_i ν² + σ_y², is
+
+        b̂_i = ñ_i τ² S̃_i / (ñ_i² τ² + ñ_i ν² + σ_y²),
+
+    so a rarely rated item, whose sum is mostly noise, gets an offset near 0. τ (``prior_std``)
+    and ν (``label_std``) are public constants; σ is the release's known noise. Post-processing
+    of two releases; the caller charges the sums' release. Returns float64 (n_items,).
+    """
+    check_range("noise_std", noise_std, low=0.0, low_open=True)
+    bits, step = offsets_lattice(k, clip)
+    noise_rng = _as_random(noise_rng)
+    gen = _as_generator(cap_rng)
+    y = np.clip(np.asarray(labels, np.float64), -clip, clip)
+    item_ids = np.asarray(item_ids)
+    keep = cap_per_user(np.asarray(user_ids), k, gen)
+    lat = np.clip(to_lattice(y[keep], bits, gen), -step, step)
+    sums = np.rint(np.bincount(item_ids[keep], weights=lat, minlength=n_items)).astype(np.int64)
+    noisy = sums + sample_discrete_gaussian(noise_std, len(sums), noise_rng)
+    s = np.ldexp(noisy.astype(np.float64), -bits)[:n_items]
+    sigma_y = math.ldexp(float(noise_std), -bits)
+    n = np.maximum(np.asarray(noisy_counts, np.float64)[:n_items], 1.0)
+    t2, v2 = prior_std ** 2, label_std ** 2
+    return np.clip(n * t2 * s / (n * n * t2 + n * v2 + sigma_y ** 2), -clip, clip)

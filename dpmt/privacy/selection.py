@@ -138,20 +138,23 @@ def event_signature(releases: Sequence[Release]) -> tuple:
     """What a plan's DP event depends on: the multiset of (noise multiplier, sampling rate)
     with its total count — not the raw σ (a candidate with another clip norm has other
     sensitivities and σ, but the same multipliers and the same event)."""
-    groups: dict[tuple[float, float | None], int] = {}
+    groups: dict[tuple, int] = {}
     for r in releases:
-        key = (float(r.noise_multiplier), r.sampling_rate)
+        # the mechanism and its extra δ (partition selection, sampler tails) are part of it
+        key = (float(r.noise_multiplier), r.sampling_rate, r.mechanism, r.coordinates,
+               float(r.delta))
         groups[key] = groups.get(key, 0) + int(r.count)
-    return tuple(sorted(((z, q, n) for (z, q), n in groups.items()),
-                        key=lambda t: (t[0], -1.0 if t[1] is None else t[1], t[2])))
+    return tuple(sorted(((z, q, n, rest) for (z, q, *rest), n in groups.items()),
+                        key=lambda t: (t[0], -1.0 if t[1] is None else t[1], t[2],
+                                       repr(t[3]))))
 
 
 def same_event(a: Sequence[Release], b: Sequence[Release], rtol: float = 1e-9) -> bool:
     """Whether two plans have the same DP event (multipliers equal to ``rtol``)."""
     sa, sb = event_signature(a), event_signature(b)
     return len(sa) == len(sb) and all(
-        qa == qb and na == nb and abs(za - zb) <= rtol * max(za, zb)
-        for (za, qa, na), (zb, qb, nb) in zip(sa, sb))
+        qa == qb and na == nb and ra == rb and abs(za - zb) <= rtol * max(za, zb)
+        for (za, qa, na, ra), (zb, qb, nb, rb) in zip(sa, sb))
 
 
 def describe_event(releases: Sequence[Release]) -> str:

@@ -3,11 +3,17 @@
 A run of private alternating minimisation releases, under add/remove of one user:
 
 * for the rating task, the private global mean μ̂ (a sum and a count, each user capped at k
-  ratings clipped to the rating range: sensitivities k·r_max and k);
-* the private task sizes n̂_i and user count n̂ (when the weights or noisy GD need them):
-  each user's items capped at k, L2 sensitivity √(k+1) (:func:`dpmt.privacy.private_counts`);
-* for the rating task, private per-item sums of the centred labels clipped to ±c (each user
-  capped at k items: sensitivity √k·c), which with n̂_i give the item offsets b̂_i;
+  ratings clipped to the rating range; the sum on a public lattice 2^(−b), so one user moves
+  it by ≤ k·⌈r_max·2^b⌉ lattice units and the count by ≤ k: two discrete Gaussian releases);
+* the private task sizes n̂_i and user count n̂ (when the weights or noisy GD need them, or
+  when the items are selected privately): each user's items capped at k, k+1 coordinates
+  moved by ≤ 1 each, discrete Gaussian (:func:`dpmt.privacy.private_counts`). With
+  ``select_items`` (no public item catalogue) the items kept are those whose noisy count
+  reaches ``plan.item_threshold`` (:func:`dpmt.privacy.partition_threshold`), and the counts
+  release carries the extra δ_ps = :data:`PARTITION_DELTA_SHARE`·δ of that selection;
+* for the rating task, private per-item sums of the centred labels clipped to ±c on a public
+  lattice (each user capped at k items: k coordinates moved by ≤ ⌈c·2^b⌉ lattice units,
+  discrete Gaussian), which with n̂_i give the item offsets b̂_i;
 * with ``init="spectral"``, the private spectral start (issue 10): the noisy co-occurrence
   Σ_j x_j x_jᵀ + E of the K most popular items by the released n̂_i, x_j the user's
   indicator over them divided by √|S_j| (Frobenius sensitivity 1,
@@ -27,19 +33,33 @@ each carries its sensitivity, its noise and its ``dp_event()``. The training loo
 ``plan.iterations[t].ssp_A`` — never a release looked up by a name string — and charges
 exactly those objects to the ledger. A budget that cannot be met is refused here, before any
 data is read.
+
+Discrete Gaussian releases (the directly published integer statistics: issue 24) carry the
+discrete Gaussian's parameter σ as ``noise_std``, in the statistic's integer units, and are
+calibrated with the others to one (ε, δ) (:func:`dpmt.privacy.calibrate`): the plan's ε is the
+ledger's own ε of these releases, ≤ the target. **Sampler δ hook**: a continuous release that
+draws N normals from the 64-bit sampler (:mod:`dpmt.solvers.noise`) carries ``draws = N`` and
+the extra δ :func:`sampler_delta` (its unreachable tail mass, plus the edge term at the
+release's noise multiplier); give ``make_plan(cfg, draws={name: N, ...})`` once the data's
+shape is known (e.g. ``ssp_noise_draws(n_items, d)``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Mapping
 
 from dpmt.config import TrainConfig
 from dpmt.privacy import Calibration, PlannedRelease, Release, calibrate
-from dpmt.privacy.mechanisms import count_sensitivity, item_sum_sensitivity
+from dpmt.privacy.mechanisms import (counts_release, item_offsets_release, mean_releases,
+                                     partition_threshold)
 from dpmt.solvers.noisy_gd import noisy_gd_sensitivity
 from dpmt.solvers.spectral_init import spectral_sensitivity
 from dpmt.solvers.ssp import gramian_sensitivity, ssp_sensitivities
 
+#: the share of δ given to private partition selection (no public item catalogue): the
+#: probability δ_ps = PARTITION_DELTA_SHARE·δ that an item only the added user rated is kept
+PARTITION_DELTA_SHARE = 0.1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +88,7 @@ class PrivacyPlan:
     mean_count: Release | None = None    # … and its count
     item_offsets: Release | None = None  # rating task: the per-item label sums
     spectral: Release | None = None      # init="spectral": the noisy top-K co-occurrence
+    item_threshold: int | None = None    # select_items: keep items with noisy count ≥ this
 
     def head(self) -> tuple[Release, ...]:
         """The releases made once, before the first iteration, in the run's order."""
@@ -90,59 +111,135 @@ def beta_of(cfg: TrainConfig) -> float:
     return float(cfg.budget)
 
 
-def planned_releases(cfg: TrainConfig) -> list[PlannedRelease]:
+def _planned(rel: Release, **kw) -> PlannedRelease:
+    """A discrete Gaussian release's shape (from :mod:`dpmt.privacy.mechanisms`, the code
+    that enforces it) as a :class:`PlannedRelease`."""
+    return PlannedRelease(rel.name, rel.sensitivity, mechanism=rel.mechanism,
+                          coordinates=rel.coordinates, step=rel.step, delta=rel.delta, **kw)
+
+
+def partition_delta(cfg: TrainConfig) -> float:
+    """δ_ps of private partition selection: :data:`PARTITION_DELTA_SHARE`·δ."""
+    return PARTITION_DELTA_SHARE * float(cfg.delta)
+
+
+def sampler_delta(draws: int, noise_multiplier: float | None = None, count: int = 1) -> float:
+    """HOOK — the extra δ of a continuous release that draws ``draws`` normals in all from the
+    64-bit sampler: ``dpmt.solvers.noise.tail_delta(draws)`` (``draws·TAIL_MASS_PER_DRAW``),
+    plus, when its noise multiplier z is given, ``count·edge_delta(z, draws/count)`` (one edge
+    term per application, of draws/count coordinates; see that module: a run whose ideal
+    version is (ε, δ)-DP is (ε, δ + tail + Σ edge)-DP). Imported lazily; 0 when the sampler
+    module does not provide them."""
+    if not draws:
+        return 0.0
+    from dpmt.solvers import noise
+
+    tail = getattr(noise, "tail_delta", None)
+    total = (tail(int(draws)) if tail is not None
+             else int(draws) * float(getattr(noise, "TAIL_MASS_PER_DRAW", 0.0)))
+    edge = getattr(noise, "edge_delta", None)
+    if noise_multiplier is not None and edge is not None:
+        per = -(-int(draws) // int(count))
+        total += int(count) * edge(float(noise_multiplier), per)
+    return float(total)
+
+
+def planned_releases(cfg: TrainConfig, *, select_items: bool = False,
+                     draws: Mapping[str, int] | None = None,
+                     edge: Mapping[str, float] | None = None,
+                     partition_delta_ps: float | None = None) -> list[PlannedRelease]:
     """The run's releases before calibration, in order (see the module docstring). Their
-    names are labels for people (ledger tables); the code addresses releases by position."""
+    names are labels for people (ledger tables); the code addresses releases by position.
+
+    ``select_items``: the items are selected privately (no public catalogue): the counts are
+    released (even if nothing else needs them) with the extra δ of the selection,
+    ``partition_delta_ps`` (default :func:`partition_delta`).
+    ``draws``: normals drawn per continuous release name (the sampler δ hook,
+    :func:`sampler_delta`); ``edge``: an upper bound on each one's edge δ (:func:`make_plan`).
+    """
+    draws = dict(draws or {})
+    edge = dict(edge or {})
     plan: list[PlannedRelease] = []
+    k = cfg.effective_count_cap
+
+    def continuous(name: str, sensitivity: float, **kw) -> PlannedRelease:
+        n = int(draws.get(name, 0))
+        return PlannedRelease(name, sensitivity, draws=n,
+                              delta=sampler_delta(n) + float(edge.get(name, 0.0)), **kw)
+
     if cfg.task == "rating":
-        # the private global mean: each user capped at k ratings clipped to [low, high], so
-        # the sum moves by ≤ k·max(|low|, |high|) and the count by ≤ k
-        k = cfg.effective_count_cap
+        # the private global mean: each user capped at k ratings clipped to [low, high] on
+        # the lattice, so the sum moves by ≤ k·L lattice units and the count by ≤ k
         lo, hi = cfg.rating_bounds
-        plan.append(PlannedRelease("rating_mean/sum", k * max(abs(lo), abs(hi)),
-                                   noise_ratio=cfg.count_noise_ratio))
-        plan.append(PlannedRelease("rating_mean/count", float(k),
-                                   noise_ratio=cfg.count_noise_ratio))
-    if cfg.needs_counts:
-        plan.append(PlannedRelease(
-            "item_counts", count_sensitivity(cfg.effective_count_cap, include_user_count=True),
-            noise_ratio=cfg.count_noise_ratio, noise_multiplier=cfg.count_noise_multiplier))
+        rel_sum, rel_cnt = mean_releases(k, lo, hi, 1.0, 1.0)
+        plan.append(_planned(rel_sum, noise_ratio=cfg.count_noise_ratio))
+        plan.append(_planned(rel_cnt, noise_ratio=cfg.count_noise_ratio))
+    if cfg.needs_counts or (cfg.private and select_items):
+        delta_ps = 0.0
+        if select_items:
+            delta_ps = (partition_delta(cfg) if partition_delta_ps is None
+                        else float(partition_delta_ps))
+        plan.append(_planned(counts_release(k, 1.0, include_user_count=True, delta=delta_ps),
+                             noise_ratio=cfg.count_noise_ratio,
+                             noise_multiplier=cfg.count_noise_multiplier))
     if cfg.private and cfg.rating_offsets:
-        plan.append(PlannedRelease(
-            "item_offsets", item_sum_sensitivity(cfg.effective_count_cap, cfg.label_clip),
-            noise_ratio=cfg.count_noise_ratio))
+        plan.append(_planned(item_offsets_release(k, cfg.label_clip, 1.0),
+                             noise_ratio=cfg.count_noise_ratio))
     if cfg.private and cfg.init == "spectral":
         # after the counts (it ranks items by them), before the iterations; σ on the upper
         # triangle as for the noisy Gramian
-        plan.append(PlannedRelease("spectral_init", spectral_sensitivity(),
-                                   noise_ratio=cfg.spectral_noise_ratio))
+        plan.append(continuous("spectral_init", spectral_sensitivity(),
+                               noise_ratio=cfg.spectral_noise_ratio))
     beta = beta_of(cfg)
     for t in range(cfg.iterations):
         if cfg.gravity > 0:
-            plan.append(PlannedRelease(f"iter{t}/gramian", gramian_sensitivity(cfg.user_clip),
-                                       noise_ratio=cfg.gram_noise_ratio))
+            plan.append(continuous(f"iter{t}/gramian", gramian_sensitivity(cfg.user_clip),
+                                   noise_ratio=cfg.gram_noise_ratio))
         if cfg.solver == "ssp":
             s_a, s_b = ssp_sensitivities(beta, cfg.user_clip, cfg.y_max)
-            plan.append(PlannedRelease(f"iter{t}/ssp_A", s_a))
-            plan.append(PlannedRelease(f"iter{t}/ssp_b", s_b, noise_ratio=cfg.b_noise_ratio))
+            plan.append(continuous(f"iter{t}/ssp_A", s_a))
+            plan.append(continuous(f"iter{t}/ssp_b", s_b, noise_ratio=cfg.b_noise_ratio))
         else:
-            plan.append(PlannedRelease(f"iter{t}/gd", noisy_gd_sensitivity(cfg.gd.clip),
-                                       count=cfg.gd.steps, sampling_rate=cfg.gd.sampling_rate))
+            plan.append(continuous(f"iter{t}/gd", noisy_gd_sensitivity(cfg.gd.clip),
+                                   count=cfg.gd.steps, sampling_rate=cfg.gd.sampling_rate))
     return plan
 
 
-def make_plan(cfg: TrainConfig) -> PrivacyPlan | None:
+def make_plan(cfg: TrainConfig, *, select_items: bool = False,
+              draws: Mapping[str, int] | None = None,
+              partition_delta_ps: float | None = None) -> PrivacyPlan | None:
     """The calibrated plan of ``cfg`` (None for a non-private run).
+
+    ``select_items``: private partition selection of the items (no public catalogue): the
+    plan then has the counts release with δ_ps = :func:`partition_delta` and
+    ``item_threshold`` = :func:`~dpmt.privacy.partition_threshold` (k, the counts' σ, δ_ps);
+    ``partition_delta_ps`` overrides δ_ps (a private selection pays (1 + e^ε)·E[K]·δ_ps,
+    :func:`~dpmt.privacy.epsilon_of`, so it needs a smaller one).
+    ``draws``: the sampler δ hook (:func:`planned_releases`). A release's edge δ depends on
+    its calibrated multiplier, so it is charged at a bound checked after the calibration
+    (recalibrated with the larger bound until it holds: more δ charged, more noise, a
+    smaller edge term).
 
     Raises :class:`~dpmt.errors.PrivacyBudgetError` if (ε, δ) cannot be met.
     """
     if not cfg.private:
         return None
-    cal = calibrate(planned_releases(cfg), cfg.epsilon, cfg.delta, cfg.accountant)
+    edge: dict[str, float] = {}
+    for _ in range(8):
+        planned = planned_releases(cfg, select_items=select_items, draws=draws, edge=edge,
+                                   partition_delta_ps=partition_delta_ps)
+        cal = calibrate(planned, cfg.epsilon, cfg.delta, cfg.accountant)
+        need = {r.name: sampler_delta(r.draws, r.noise_multiplier, r.count)
+                - sampler_delta(r.draws) for r in cal.releases if r.draws}
+        if all(v <= edge.get(name, 0.0) for name, v in need.items()):
+            break
+        edge = {name: max(v, edge.get(name, 0.0)) * 1.01 for name, v in need.items()}
+    else:                                                       # pragma: no cover
+        raise RuntimeError("the sampler's edge δ did not settle")
     rel = list(cal.releases)
     mean_sum = rel.pop(0) if cfg.task == "rating" else None
     mean_count = rel.pop(0) if cfg.task == "rating" else None
-    counts = rel.pop(0) if cfg.needs_counts else None
+    counts = rel.pop(0) if (cfg.needs_counts or select_items) else None
     offsets = rel.pop(0) if cfg.rating_offsets else None
     spectral = rel.pop(0) if cfg.init == "spectral" else None
     iterations = []
@@ -154,5 +251,9 @@ def make_plan(cfg: TrainConfig) -> PrivacyPlan | None:
         else:
             iterations.append(IterationReleases(gramian=gram, gd=rel.pop(0)))
     assert not rel, "every calibrated release belongs to one step"
+    threshold = None
+    if select_items:
+        threshold = partition_threshold(cfg.effective_count_cap, counts.noise_std,
+                                        counts.delta)
     return PrivacyPlan(counts, tuple(iterations), cal, mean_sum, mean_count, offsets,
-                       spectral)
+                       spectral, threshold)
