@@ -182,7 +182,8 @@ def test_present_zip_pinned_hash_ok_is_unpacked(tmp_path, monkeypatch):
 def test_unknown_hash_trust_on_first_use(tmp_path, monkeypatch):
     monkeypatch.setattr(F, "_open_url", no_network)
     dat = b"1::10::4::100\n2::10::5::200\n"
-    z = make_zip({"ml-10M100K/ratings.dat": dat, "ml-10M100K/movies.dat": b"m"})
+    movies = b"10::Ten (1995)::Drama\n11::Eleven (1996)::Comedy|Drama\n"
+    z = make_zip({"ml-10M100K/ratings.dat": dat, "ml-10M100K/movies.dat": movies})
     zpath = tmp_path / "ml-10m.zip"
     zpath.write_bytes(z)
     path = F.fetch("ml-10m", tmp_path, progress=False)
@@ -191,6 +192,7 @@ def test_unknown_hash_trust_on_first_use(tmp_path, monkeypatch):
     assert side.read_text().split()[0] == hashlib.sha256(z).hexdigest()
     r = load("ml-10m", data_dir=tmp_path)
     assert r.name == "ml-10m" and r.nnz == 2
+    assert r.items_public and r.item_ids.tolist() == [10, 11]      # movies.dat: public
     # a different zip later, with the unpacked folder gone: rejected against the sidecar
     import shutil
     shutil.rmtree(tmp_path / "ml-10m")

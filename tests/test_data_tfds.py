@@ -166,6 +166,24 @@ def test_mock_data_source_text_ids_duplicates_and_bad_values():
         with_examples([])
 
 
+def test_tfds_item_space_is_not_public_without_a_catalogue():
+    """The ratings datasets carry no item list: the rated items, items_public False; a
+    catalogue (items=) makes the item space that list, rated or not."""
+    exs = [{"user_id": b"1", "movie_id": b"242", "user_rating": np.float32(3.0),
+            "timestamp": np.int64(1)},
+           {"user_id": b"2", "movie_id": b"302", "user_rating": np.float32(4.0),
+            "timestamp": np.int64(2)}]
+    with tfds.testing.mock_data(as_data_source_fn=lambda *a, **k: exs):
+        r = from_tfds(NAME)
+        c = from_tfds(NAME, items=[302, 242, 999])
+        with pytest.raises(DataError, match=r"\[train\]:2: item 302 is not in the item "
+                                            r"catalogue \(items=, 2 items\)"):
+            from_tfds(NAME, items=[242, 7])
+    assert not r.items_public and r.item_ids.tolist() == [242, 302]
+    assert c.items_public and c.item_ids.tolist() == [242, 302, 999]
+    assert triples(c) == triples(r)
+
+
 def test_mock_data_random_examples():
     """TFDS's own random movielens examples (text ids, ratings in [0, 1))."""
     with tfds.testing.mock_data(num_examples=40):

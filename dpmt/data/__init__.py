@@ -3,6 +3,7 @@
 from dpmt.data.fetch import (
     REGISTRY,
     DatasetInfo,
+    dataset_items,
     dataset_path,
     fetch,
     item_features_for,
@@ -21,6 +22,7 @@ from dpmt.data.loaders import (
     load_tsv,
     parse_columns,
     parse_rating_range,
+    read_item_catalogue,
 )
 from dpmt.data.ratings import CSR, Ratings
 from dpmt.data.splits import (
@@ -46,9 +48,10 @@ __all__ = [
     # loaders
     "load_file", "load_tsv", "load_dat", "load_csv", "load_inter", "detect_format",
     "from_tfds", "load_item_genres", "ML100K_GENRES", "parse_columns", "parse_rating_range",
+    "read_item_catalogue",
     # fetch / load
-    "REGISTRY", "DatasetInfo", "dataset_path", "fetch", "load", "parse_synthetic_spec",
-    "item_features_for",
+    "REGISTRY", "DatasetInfo", "dataset_path", "dataset_items", "fetch", "load",
+    "parse_synthetic_spec", "item_features_for",
     # preprocessing / splits
     "EvalSet", "Split", "binarize", "filter_min_counts", "cap_per_user", "per_user_split",
     "heldout_users_split", "random_split",

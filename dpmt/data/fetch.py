@@ -22,6 +22,10 @@ trusted: its SHA-256 is recorded in a ``<zip>.sha256`` sidecar and later copies 
 are checked against it (trust on first use).
 
 ``load(spec)`` turns a dataset name, a file path or a ``synthetic:...`` spec into Ratings.
+Item space: a registry dataset's items are its own public item file (``u.item`` /
+``ml-100k.item``, ``movies.dat``, ``movies.csv``: every catalogued movie, rated or not;
+``items_public=True``); a synthetic dataset's are ``range(n_items)``; a file's or a TFDS
+dataset's are the rated ones (``items_public=False``) unless ``items=`` names a catalogue.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -49,7 +54,7 @@ from dpmt._io import atomic_write_bytes
 from dpmt.errors import ConfigError, DataError
 
 __all__ = ["DatasetInfo", "REGISTRY", "fetch", "load", "dataset_path", "parse_synthetic_spec",
-           "item_features_for",
+           "item_features_for", "dataset_items",
            "GROUPLENS_TIMEOUT", "RECBOLE_REQUIREMENT", "ML100K_UDATA_SHA256"]
 
 _GL = "https://files.grouplens.org/datasets/movielens"
@@ -77,6 +82,8 @@ class DatasetInfo:
     fmt : loader format (see :mod:`dpmt.data.loaders`).
     sha256 : pinned SHA-256 of the zip, or None (trust on first use, sidecar file).
     size : zip size in bytes where known (progress bar, truncation check).
+    items : the release's public item file(s) in that folder, first found is used: the
+        item catalogue (:func:`~dpmt.data.loaders.read_item_catalogue`).
     """
 
     name: str
@@ -86,15 +93,19 @@ class DatasetInfo:
     fmt: str
     sha256: str | None = None
     size: int | None = None
+    items: tuple[str, ...] = ("movies.csv",)
 
 
 # SHA-256 and sizes: tensorflow/datasets tensorflow_datasets/url_checksums/movielens.txt.
 REGISTRY: dict[str, DatasetInfo] = {d.name: d for d in [
     DatasetInfo("ml-100k", f"{_GL}/ml-100k.zip", "ml-100k", "u.data", "tsv",
-                "50d2a982c66986937beb9ffb3aa76efe955bf3d5c6b761f4e3a7cd717c6a3229", 4924029),
+                "50d2a982c66986937beb9ffb3aa76efe955bf3d5c6b761f4e3a7cd717c6a3229", 4924029,
+                ("u.item", "ml-100k.item")),
     DatasetInfo("ml-1m", f"{_GL}/ml-1m.zip", "ml-1m", "ratings.dat", "dat",
-                "a6898adb50b9ca05aa231689da44c217cb524e7ebd39d264c56e2832f2c54e20", 5917549),
-    DatasetInfo("ml-10m", f"{_GL}/ml-10m.zip", "ml-10M100K", "ratings.dat", "dat"),
+                "a6898adb50b9ca05aa231689da44c217cb524e7ebd39d264c56e2832f2c54e20", 5917549,
+                ("movies.dat",)),
+    DatasetInfo("ml-10m", f"{_GL}/ml-10m.zip", "ml-10M100K", "ratings.dat", "dat",
+                items=("movies.dat",)),
     DatasetInfo("ml-20m", f"{_GL}/ml-20m.zip", "ml-20m", "ratings.csv", "csv",
                 "96f243c338a8665f6bcc89c53edf6ee39162a846940de6b7c8c48aeada765ff3", 198702078),
     DatasetInfo("ml-25m", f"{_GL}/ml-25m.zip", "ml-25m", "ratings.csv", "csv",
@@ -443,6 +454,12 @@ def item_features_for(spec: str | Path, ratings: Ratings, data_dir: str | Path =
                     f"file; use encoder='embedding' for this dataset")
 
 
+def dataset_items(name: str, data_dir: str | Path = "data") -> Path | None:
+    """The public item file of registry dataset ``name`` in ``data_dir``, or None."""
+    folder = Path(data_dir) / name
+    return next((folder / f for f in _info(name).items if (folder / f).is_file()), None)
+
+
 def _generic_ratings(p: Path) -> Path:
     """The ratings file inside a dataset folder."""
     for cand in ("u.data", "ratings.dat", "ratings.csv"):
@@ -458,7 +475,7 @@ def _generic_ratings(p: Path) -> Path:
 def load(spec: str | Path, data_dir: str | Path = "data", fetch_if_missing: bool = True,
          progress: bool = True, *, rating_range="auto", on_duplicate: str = "error",
          columns: dict | None = None, name: str | None = None,
-         tfds_data_dir: str | None = None) -> Ratings:
+         tfds_data_dir: str | None = None, items=None) -> Ratings:
     """Load a dataset by name, path or synthetic spec.
 
     Parameters
@@ -494,6 +511,13 @@ def load(spec: str | Path, data_dir: str | Path = "data", fetch_if_missing: bool
         dataset's folder (``data_dir/movielens/100k-ratings``, so the CLI's ``--data-dir``
         serves both), else TFDS's own (``$TFDS_DATA_DIR`` or ``~/tensorflow_datasets``).
         ``fetch_if_missing=False`` keeps ``tfds.load`` from downloading.
+    items : str, Path or array-like, optional
+        The public item catalogue (a file, see
+        :func:`~dpmt.data.loaders.read_item_catalogue`, or raw ids; CLI ``--items FILE``):
+        the item index space, ``items_public=True``. Default: the registry dataset's own
+        item file (if it is missing, a warning, and the rated items with
+        ``items_public=False``); none for files and TFDS (``items_public=False``).
+        Synthetic data has its own public universe, so ``items`` there is a ConfigError.
 
     Returns
     -------
@@ -511,6 +535,9 @@ def load(spec: str | Path, data_dir: str | Path = "data", fetch_if_missing: bool
     if s == "synthetic" or s.startswith("synthetic:"):
         from dpmt.data.synthetic import make_synthetic, make_synthetic_like
 
+        if items is not None:
+            raise ConfigError(f"items= (CLI: --items) gives the item catalogue of a ratings "
+                              f"file; synthetic data {s!r} has its own (items 0..n_items-1)")
         kw = parse_synthetic_spec(s)
         kw["name"] = name or s
         if "like" in kw:
@@ -526,7 +553,14 @@ def load(spec: str | Path, data_dir: str | Path = "data", fetch_if_missing: bool
                 raise DataError(f"dataset {s} is not in {Path(data_dir).resolve()} (expected "
                                 f"{path}); run `dpmt fetch {s}` or pass fetch_if_missing=True")
             path = fetch(s, data_dir=data_dir, progress=progress)
-        return load_file(path, info.fmt, name=name or s, **opts)
+        if items is None:
+            items = dataset_items(s, data_dir)
+            if items is None:
+                warnings.warn(f"{s}: no public item file ({' or '.join(info.items)}) in "
+                              f"{path.parent}, so the items are those rated "
+                              f"(items_public=False: training must select them privately). "
+                              f"Unpack the full {info.name}.zip there", stacklevel=2)
+        return load_file(path, info.fmt, name=name or s, items=items, **opts)
     if s.startswith("tfds:"):
         from dpmt.data.loaders import from_tfds
 
@@ -534,7 +568,7 @@ def load(spec: str | Path, data_dir: str | Path = "data", fetch_if_missing: bool
         tdir = tfds_data_dir
         if tdir is None and (Path(data_dir).expanduser() / tname).is_dir():
             tdir = str(Path(data_dir).expanduser())   # a TFDS folder: --data-dir DIR
-        r = from_tfds(tname, data_dir=tdir, download=fetch_if_missing, **opts)
+        r = from_tfds(tname, data_dir=tdir, download=fetch_if_missing, items=items, **opts)
         return r if name is None else dataclasses.replace(r, name=name)
     p = Path(s).expanduser()
     if p.is_dir():
@@ -542,6 +576,6 @@ def load(spec: str | Path, data_dir: str | Path = "data", fetch_if_missing: bool
     if p.is_file():
         generic = p.name in ("u.data", "ratings.dat", "ratings.csv")
         nm = p.parent.name if generic and p.parent.name else p.stem
-        return load_file(p, name=name or nm, columns=columns, **opts)
+        return load_file(p, name=name or nm, columns=columns, items=items, **opts)
     raise DataError(f"unknown dataset {s!r}: not a known name ({', '.join(REGISTRY)}), not "
                     f"'synthetic[:key=value,...]', and no file or folder at {p}")

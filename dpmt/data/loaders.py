@@ -34,12 +34,22 @@ last line.
 
 Dense indices follow sorted raw ids (as :meth:`Ratings.from_raw`).
 
+Public item catalogue. ``items=`` (CLI: ``--items FILE``) gives the list of item ids that
+exists independently of who rated what: a file read by :func:`read_item_catalogue`, or an
+array of raw ids. The item index space is then that catalogue, sorted, including items no
+one rated, and ``Ratings.items_public`` is True; a rating of an item outside it is a
+DataError naming the line. Without it the items are those rated and ``items_public`` is
+False (training then selects items privately). :func:`dpmt.data.load` passes the
+MovieLens releases' own item files (``u.item``, ``movies.dat``, ``movies.csv``).
+
 ML-100K item genres (:func:`load_item_genres`) live in :mod:`dpmt.data.genres` and are
 re-exported here.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 import re
 from collections.abc import Mapping
@@ -50,16 +60,26 @@ import numpy as np
 
 from dpmt.data.genres import ML100K_GENRES, load_item_genres
 from dpmt.data.parsing import (
+    _CSV_NAMES,
+    _INTER_NAMES,
     FIELDS,
     FORMATS,
     MOVIELENS_RATING_RANGE,
     Layout,
+    canonical_int_ids,
     first_line,
     check_values,
     layout,
     parse_body,
+    token_problem,
 )
-from dpmt.data.ratings import Ratings, keep_last_rows
+from dpmt.data.ratings import (
+    Ratings,
+    catalogue_ids,
+    catalogue_index,
+    keep_last_rows,
+    missing_items_message,
+)
 from dpmt.data.tfds import read_tfds_columns
 from dpmt.errors import ConfigError, DataError
 
@@ -67,6 +87,7 @@ __all__ = [
     "FORMATS", "ML100K_GENRES", "MOVIELENS_RATING_RANGE",
     "load_file", "load_tsv", "load_dat", "load_csv", "load_inter", "detect_format",
     "from_tfds", "load_item_genres", "parse_columns", "parse_rating_range",
+    "read_item_catalogue",
 ]
 
 OnDuplicate = Literal["error", "keep-last"]
@@ -207,9 +228,19 @@ def _dense(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _assemble(cols: dict, lines: np.ndarray | None, lay: Layout, path: Path,
-              on_duplicate: str, name: str) -> Ratings:
+              on_duplicate: str, name: str, catalogue: tuple | None = None) -> Ratings:
+    """Ratings from parsed columns; ``catalogue``: (sorted ids, description) or None."""
     user_ids, user = _dense(cols["user"])
-    item_ids, item = _dense(cols["item"])
+    if catalogue is None:
+        item_ids, item = _dense(cols["item"])
+    else:
+        item_ids, item = catalogue_index(cols["item"], catalogue[0])
+        if len(item) and item.min() < 0:
+            j = int(np.argmax(item < 0))
+            ln = int(lines[j]) if lines is not None else lay.header_lines + j + 1
+            raise DataError(missing_items_message(cols["item"], item, f"{path}:{ln}",
+                                                  catalogue[1]))
+        item = item.astype(np.int32)
     n = len(user)
     value = cols.get("rating")
     value = np.ones(n, np.float32) if value is None else value.astype(np.float32)
@@ -222,7 +253,7 @@ def _assemble(cols: dict, lines: np.ndarray | None, lay: Layout, path: Path,
         user, item, value = user[keep], item[keep], value[keep]
         ts = None if ts is None else ts[keep]
     return Ratings(user=user, item=item, value=value, user_ids=user_ids, item_ids=item_ids,
-                   timestamp=ts, name=name)
+                   timestamp=ts, name=name, items_public=catalogue is not None)
 
 
 def _resolve_duplicates(user, item, ts, n_items, on_duplicate, path, lines, lay,
@@ -252,6 +283,106 @@ def _resolve_duplicates(user, item, ts, n_items, on_duplicate, path, lines, lay,
             f"rating of each pair (latest timestamp, then last line), or de-duplicate the "
             f"file")
     return keep_last_rows(key, ts)
+
+
+# ----------------------------------------------------------------------------------------
+# Public item catalogues
+# ----------------------------------------------------------------------------------------
+_ID_HEADERS = tuple(dict.fromkeys(_CSV_NAMES["item"] + _INTER_NAMES["item"] + ("id",)))
+
+
+def _header_name(field: str) -> str:
+    """A header field without quotes, spaces or a RecBole ``:type``, lower case."""
+    return field.strip().strip('"').strip().partition(":")[0].lower()
+
+
+def read_item_catalogue(path: str | Path) -> np.ndarray:
+    """The public item catalogue in ``path``: its raw item ids, in file order.
+
+    Accepted layouts (decided by the first non-blank line):
+
+    * one item id per line (the plain form). The first line may be a header if it is
+      ``item``, ``item_id``, ``itemId``, ``movieId``, ``movie_id`` or ``id`` (any case, a
+      RecBole ``:token`` suffix allowed); blank lines are skipped; spaces around an id are
+      dropped.
+    * a CSV or tab-separated file whose header names the item column (one of the names
+      above), e.g. MovieLens ``movies.csv`` or a RecBole ``.item`` file;
+    * MovieLens ``movies.dat`` (``id::title::genres``) and ML-100K ``u.item``
+      (``id|title|...``): the first field.
+
+    Ids are int64 when every one is a canonical non-negative integer (no sign, no leading
+    zero), else exact text (as RecBole tokens). Returns a 1-D array, each id once.
+
+    Raises DataError: missing or unreadable file, no ids, an empty id, an id listed twice
+    (both lines named), a delimited file without an item column.
+    """
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"item catalogue {p} does not exist") from None
+    except OSError as e:
+        raise DataError(f"cannot read item catalogue {p}: {e.strerror or e}") from None
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    text = data.decode("utf-8", errors="surrogateescape")  # invalid bytes: reported below
+    lines = text.splitlines()
+    first_no = next((k for k, ln in enumerate(lines) if ln.strip()), None)
+    if first_no is None:
+        raise DataError(f"item catalogue {p} is empty; expected one item id per line")
+    first = lines[first_no]
+    rows: list[tuple[int, str]] = []                      # (line number, id)
+    if "::" in first or "|" in first:                     # movies.dat, u.item
+        sep = "::" if "::" in first else "|"
+        rows = [(k + 1, ln.split(sep, 1)[0]) for k, ln in enumerate(lines) if ln.strip()]
+    elif "," in first or "\t" in first:                   # CSV / TSV / RecBole, header
+        sep = "\t" if "\t" in first else ","
+        reader = csv.reader(io.StringIO(text), delimiter=sep,   # TSV: quotes are text
+                            quoting=csv.QUOTE_NONE if sep == "\t" else csv.QUOTE_MINIMAL)
+        header = [_header_name(f) for f in next(reader)]
+        col = next((header.index(n) for n in _ID_HEADERS if n in header), None)
+        if col is None:
+            raise DataError(f"{p}:{first_no + 1}: the item catalogue's header {first[:80]!r} "
+                            f"names no item column (one of {', '.join(_ID_HEADERS)}); give "
+                            f"a header, or one item id per line")
+        for fields in reader:
+            if fields and any(f.strip() for f in fields):
+                if len(fields) <= col:
+                    raise DataError(f"{p}:{reader.line_num}: expected at least {col + 1} "
+                                    f"fields, found {len(fields)}")
+                rows.append((reader.line_num, fields[col]))
+    else:                                                 # one id per line
+        rows = [(k + 1, ln) for k, ln in enumerate(lines) if ln.strip()]
+        if _header_name(first) in _ID_HEADERS:
+            rows = rows[1:]
+    seen: dict[str, int] = {}
+    for lineno, raw in rows:
+        t = raw.strip().strip('"').strip()
+        problem = token_problem(t) or ("is empty" if not t else None)
+        if problem:
+            raise DataError(f"{p}:{lineno}: item id {problem}")
+        if t in seen:
+            raise DataError(f"{p}:{lineno}: item {t} is listed again (first on line "
+                            f"{seen[t]}); each item must appear once in the catalogue")
+        seen[t] = lineno
+    if not seen:
+        raise DataError(f"item catalogue {p} has a header but no item ids")
+    ids = list(seen)
+    if canonical_int_ids(ids):
+        return np.array([int(t) for t in ids], dtype=np.int64)
+    return np.array(ids, dtype=str)
+
+
+def _catalogue(items) -> tuple[np.ndarray, str] | None:
+    """``items=`` (None, a file path, or raw ids) as (sorted ids, description) or None."""
+    if items is None:
+        return None
+    if isinstance(items, (str, Path)):
+        ids = read_item_catalogue(items)
+        return catalogue_ids(ids, f"item catalogue {items}"), \
+            f"the item catalogue {items} ({len(ids)} items)"
+    ids = catalogue_ids(items)
+    return ids, f"the item catalogue (items=, {len(ids)} items)"
 
 
 # ----------------------------------------------------------------------------------------
@@ -296,7 +427,7 @@ def detect_format(path: str | Path) -> str:
 
 def load_file(path: str | Path, fmt: str | None = None, *, rating_range="auto",
               on_duplicate: OnDuplicate = "error", columns: Mapping[str, str] | None = None,
-              name: str | None = None) -> Ratings:
+              name: str | None = None, items=None) -> Ratings:
     """Load a ratings file into :class:`Ratings`.
 
     Parameters
@@ -322,6 +453,10 @@ def load_file(path: str | Path, fmt: str | None = None, *, rating_range="auto",
         timestamp may be absent. CLI: ``--columns user=COL,item=COL`` (:func:`parse_columns`).
     name : str, optional
         ``Ratings.name``; defaults to the file name.
+    items : str, Path or array-like, optional
+        The public item catalogue: a file (:func:`read_item_catalogue`) or raw item ids.
+        The item index space is then the catalogue, sorted, and ``items_public`` True;
+        without it, the rated items and False. CLI: ``--items FILE``.
 
     Returns
     -------
@@ -335,7 +470,7 @@ def load_file(path: str | Path, fmt: str | None = None, *, rating_range="auto",
     DataError
         Missing/empty file, a malformed line (``path:line: what is wrong``), a bad value, a
         ``columns=`` name not in the header (the message lists the header), duplicates
-        under ``on_duplicate="error"``.
+        under ``on_duplicate="error"``, a rated item not in ``items``, a bad catalogue.
     ConfigError
         An invalid option value.
     """
@@ -343,6 +478,7 @@ def load_file(path: str | Path, fmt: str | None = None, *, rating_range="auto",
     on_duplicate = check_on_duplicate(on_duplicate)
     rating_range = check_rating_range(rating_range)
     columns = check_columns(columns)
+    catalogue = _catalogue(items)
     if fmt is None:
         if not p.is_file():
             raise DataError(f"ratings file {p} does not exist" if not p.exists()
@@ -377,7 +513,7 @@ def load_file(path: str | Path, fmt: str | None = None, *, rating_range="auto",
     cols, lines = parse_body(body, lay, p)
     if len(cols["user"]) == 0:
         raise DataError(f"{p}: no ratings found (only blank lines)")
-    return _assemble(cols, lines, lay, p, on_duplicate, name or p.name)
+    return _assemble(cols, lines, lay, p, on_duplicate, name or p.name, catalogue)
 
 
 def load_tsv(path, **kw) -> Ratings:
@@ -404,7 +540,8 @@ def load_inter(path, **kw) -> Ratings:
 # ----------------------------------------------------------------------------------------
 def from_tfds(name: str = "movielens/100k-ratings", split: str = "train",
               data_dir: str | None = None, *, rating_range=MOVIELENS_RATING_RANGE,
-              on_duplicate: OnDuplicate = "error", download: bool = True) -> Ratings:
+              on_duplicate: OnDuplicate = "error", download: bool = True,
+              items=None) -> Ratings:
     """Load a TFDS ``movielens/*-ratings`` dataset (reading: :mod:`dpmt.data.tfds`).
 
     A dataset prepared as ArrayRecord (in ``data_dir``, default ``$TFDS_DATA_DIR`` or
@@ -418,9 +555,14 @@ def from_tfds(name: str = "movielens/100k-ratings", split: str = "train",
     else exact text), ``user_rating`` and ``timestamp`` features. Same checks and
     duplicate policy as :func:`load_file` (a "line" is the example number in the split);
     ``rating_range`` "auto" is the MovieLens scale.
+
+    The ratings datasets carry no item list, so the items are those rated and
+    ``items_public`` is False, unless ``items=`` gives the public catalogue (as in
+    :func:`load_file`; e.g. the GroupLens item file of the same release).
     """
     on_duplicate = check_on_duplicate(on_duplicate)
     rating_range = check_rating_range(rating_range)
+    catalogue = _catalogue(items)
     if rating_range == _AUTO:
         rating_range = MOVIELENS_RATING_RANGE
     cols, src = read_tfds_columns(name, split, data_dir, download)
@@ -429,4 +571,4 @@ def from_tfds(name: str = "movielens/100k-ratings", split: str = "train",
     lay = Layout("\t", 4, {k: 0 for k in cols}, 0, rating_range)
     lines = np.arange(1, len(cols["user"]) + 1)          # "line" = example number
     check_values(cols, lines, lay, src)
-    return _assemble(cols, lines, lay, src, on_duplicate, str(name))
+    return _assemble(cols, lines, lay, src, on_duplicate, str(name), catalogue)

@@ -3,6 +3,14 @@
 Users are the privacy unit; items are the tasks. Indices are dense (0..n_users-1,
 0..n_items-1) int32; ``user_ids`` / ``item_ids`` map them back to the raw ids of the source.
 CSR views by user and by item are built once, lazily, and cached.
+
+Public item space. The rows of a released item matrix are ``item_ids``; if they are read
+off the ratings, an item that only one user rated appears exactly when that user is in the
+data, which no noise elsewhere can hide. ``Ratings.items_public`` records whether
+``item_ids`` is data-independent: True only where it comes from a public catalogue
+(:meth:`Ratings.from_raw` with ``items=``, the MovieLens item files, a synthetic
+universe). Where it is False, training must choose the items privately (partition
+selection) before releasing anything indexed by them.
 """
 
 from __future__ import annotations
@@ -10,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 from typing import NamedTuple
 
 import numpy as np
@@ -189,6 +198,91 @@ def keep_last_rows(key: np.ndarray, timestamp: np.ndarray | None) -> np.ndarray:
     return np.sort(o[last])
 
 
+# ----------------------------------------------------------------------------------------
+# Public item catalogues
+# ----------------------------------------------------------------------------------------
+_CATALOGUE_HINT = ("every rated item must be in the public item catalogue: add the id to "
+                   "the catalogue, or drop the ratings of items outside it before loading")
+
+
+def _comparable(ids: np.ndarray, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``ids`` and ``raw`` in one comparable kind: as they are when both are numbers or
+    both text, else both as text (``7`` and ``"7"`` match, ``"007"`` does not)."""
+    num_ids, num_raw = ids.dtype.kind in "biuf", raw.dtype.kind in "biuf"
+    if num_ids == num_raw:
+        return ids, raw
+    return ids.astype(str), raw.astype(str)
+
+
+def catalogue_ids(items, what: str = "the item catalogue (items=)") -> np.ndarray:
+    """A public item catalogue as its sorted raw ids, or DataError.
+
+    ``items``: 1-D array-like of raw ids of one sortable kind (ints or strings), no id
+    twice, at least one. The dense index of an item is its position in the sorted
+    catalogue (as :meth:`Ratings.from_raw` orders ids read from the ratings).
+    """
+    if isinstance(items, (str, bytes, os.PathLike)):
+        raise DataError(f"{what} must be raw item ids, not {items!r}; read a catalogue file "
+                        f"with dpmt.data.read_item_catalogue(path)")
+    arr = _vector(items, "items")
+    if len(arr) == 0:
+        raise DataError(f"{what} is empty; give the public list of item ids (at least one)")
+    try:
+        ids, counts = np.unique(arr, return_counts=True)
+    except TypeError as e:                                # mixed str/int objects, ...
+        raise DataError(f"{what}: ids must be sortable values of one kind ({e})") from None
+    if len(ids) != len(arr):
+        dup = ids[counts > 1]
+        pos = np.flatnonzero(arr == dup[0])[:5].tolist()
+        raise DataError(f"{what} lists item {dup[0]!s} {int(counts[counts > 1][0])} times "
+                        f"(positions {', '.join(map(str, pos))}); {len(dup)} ids are "
+                        f"repeated. Give each item once")
+    if ids.dtype.kind == "O":
+        kinds = {type(v).__name__ for v in ids.tolist()}
+        if len(kinds) > 1:
+            raise DataError(f"{what}: ids must be of one kind (got {', '.join(sorted(kinds))})")
+    return ids
+
+
+def catalogue_index(raw_item: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dense indices of raw item ids in a catalogue (sorted, as :func:`catalogue_ids`).
+
+    Returns ``(item_ids, index)``: ``item_ids`` the catalogue (as text where one side is
+    text and the other numbers, see :func:`_comparable`), ``index`` int64 (n,) with -1
+    where a raw id is not in the catalogue. O(n) through a lookup table for compact
+    non-negative integer ids, else a binary search.
+    """
+    ids, raw = _comparable(ids, np.asarray(raw_item))
+    n = len(raw)
+    if ids.dtype.kind in "iu" and raw.dtype.kind in "iu" and len(ids) and n:
+        lo = min(int(ids.min()), int(raw.min()))
+        hi = max(int(ids.max()), int(raw.max()))
+        if lo >= 0 and hi < max(4 * (n + len(ids)), 1 << 20):
+            table = np.full(hi + 1, -1, np.int64)
+            table[ids] = np.arange(len(ids))
+            return ids, table[raw]
+    if not n:
+        return ids, np.zeros(0, np.int64)
+    try:
+        pos = np.minimum(np.searchsorted(ids, raw), len(ids) - 1)
+        found = ids[pos] == raw
+    except TypeError as e:
+        raise DataError(f"raw item ids and the item catalogue cannot be compared ({e})") \
+            from None
+    return ids, np.where(found, pos, -1).astype(np.int64)
+
+
+def missing_items_message(raw_item: np.ndarray, index: np.ndarray, where: str,
+                          catalogue: str = "the public item catalogue (items=)") -> str:
+    """``<where>: item X is not in <catalogue>; ...`` for the first rating with index -1;
+    ``where`` names the rating (e.g. ``rating 12`` or ``file:line``)."""
+    bad = index < 0
+    first = np.asarray(raw_item)[int(np.argmax(bad))]
+    n_items = len(np.unique(np.asarray(raw_item)[bad]))
+    return (f"{where}: item {first!s} is not in {catalogue}; {int(bad.sum())} ratings of "
+            f"{n_items} distinct items are outside it. {_CATALOGUE_HINT}")
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Ratings:
     """Ratings as coordinate arrays (one entry per (user, item) pair).
@@ -201,6 +295,12 @@ class Ratings:
       user_ids: (n_users,) raw user id of each dense index.
       item_ids: (n_items,) raw item id of each dense index.
       name: a label for reports.
+      items_public: True when the item index space (``item_ids``, hence ``n_items``) is
+        public: a function of public information alone (a catalogue, a synthetic universe),
+        the same whichever users are in the data. False (the default) when it was, or may
+        have been, read off the ratings; training must then select items privately. Every
+        derived container keeps it (select, with_values, ``dataclasses.replace``) except
+        :meth:`compact`, which drops unrated items and so sets it False.
 
     ``n_users``/``n_items`` are the lengths of the id maps, so a split keeps the full index
     space even where some users or items have no entries in it.
@@ -220,8 +320,13 @@ class Ratings:
     item_ids: np.ndarray
     timestamp: np.ndarray | None = None
     name: str = "ratings"
+    items_public: bool = False
 
     def __post_init__(self):
+        if not isinstance(self.items_public, (bool, np.bool_)):
+            raise DataError(f"items_public must be True or False (got "
+                            f"{self.items_public!r})")
+        object.__setattr__(self, "items_public", bool(self.items_public))
         user_ids = _vector(self.user_ids, "user_ids")
         item_ids = _vector(self.item_ids, "item_ids")
         value = _vector(self.value, "value")
@@ -257,7 +362,7 @@ class Ratings:
 
     def __repr__(self) -> str:
         return (f"Ratings(name={self.name!r}, users={self.n_users}, items={self.n_items}, "
-                f"nnz={self.nnz})")
+                f"nnz={self.nnz}, items_public={self.items_public})")
 
     # -- views --------------------------------------------------------------------------
     @functools.cached_property
@@ -293,22 +398,39 @@ class Ratings:
         return dataclasses.replace(self, value=np.asarray(value, np.float32),
                                    name=name or self.name)
 
-    def compact(self, name: str | None = None) -> "Ratings":
-        """Re-index to drop users and items with no ratings."""
+    def compact(self, name: str | None = None, *, keep_items: bool = False) -> "Ratings":
+        """Re-index to drop users and items with no ratings.
+
+        Dropping unrated items makes the item space depend on the data, so the result has
+        ``items_public=False``. ``keep_items=True`` drops only users without ratings and
+        keeps the item index space (and ``items_public``) as it is.
+        """
         # == np.unique(self.user), without its (slow, hashing) implementation
         u_keep = np.flatnonzero(np.bincount(self.user, minlength=self.n_users))
-        i_keep = np.flatnonzero(np.bincount(self.item, minlength=self.n_items))
         u_map = np.full(self.n_users, -1, np.int64); u_map[u_keep] = np.arange(len(u_keep))
-        i_map = np.full(self.n_items, -1, np.int64); i_map[i_keep] = np.arange(len(i_keep))
-        return Ratings(user=u_map[self.user], item=i_map[self.item], value=self.value,
-                       user_ids=self.user_ids[u_keep], item_ids=self.item_ids[i_keep],
-                       timestamp=self.timestamp, name=name or self.name)
+        if keep_items:
+            item, item_ids, public = self.item, self.item_ids, self.items_public
+        else:
+            i_keep = np.flatnonzero(np.bincount(self.item, minlength=self.n_items))
+            i_map = np.full(self.n_items, -1, np.int64)
+            i_map[i_keep] = np.arange(len(i_keep))
+            item, item_ids, public = i_map[self.item], self.item_ids[i_keep], False
+        return Ratings(user=u_map[self.user], item=item, value=self.value,
+                       user_ids=self.user_ids[u_keep], item_ids=item_ids,
+                       timestamp=self.timestamp, name=name or self.name, items_public=public)
 
     @classmethod
     def from_raw(cls, raw_user: np.ndarray, raw_item: np.ndarray, value: np.ndarray,
                  timestamp: np.ndarray | None = None, name: str = "ratings", *,
-                 on_duplicate: str = "error") -> "Ratings":
+                 on_duplicate: str = "error", items=None) -> "Ratings":
         """Build from raw ids (any sortable dtype); dense indices follow sorted raw ids.
+
+        ``items``: the public item catalogue, raw item ids (1-D, each once, e.g. from
+        :func:`~dpmt.data.loaders.read_item_catalogue`). Given, the item index space is
+        exactly the catalogue, sorted (items nobody rated included), and
+        ``items_public=True``; a rating of an id outside it is a DataError naming the id.
+        Ids compare as numbers when both sides are numbers, else as text. Without it the
+        items are those rated, sorted, and ``items_public=False``.
 
         ``on_duplicate``: a (user, item) pair given more than once is a DataError
         (``"error"``, default), or ``"keep-last"`` keeps one rating per pair, the one with the
@@ -328,9 +450,15 @@ class Ratings:
         timestamp = _timestamps(timestamp, n)
         try:
             user_ids, user = np.unique(raw_user, return_inverse=True)
-            item_ids, item = np.unique(raw_item, return_inverse=True)
+            if items is None:
+                item_ids, item = np.unique(raw_item, return_inverse=True)
         except TypeError as e:                            # e.g. mixed str/int objects
             raise DataError(f"raw ids must be sortable values of one kind ({e})") from None
+        if items is not None:
+            item_ids, item = catalogue_index(raw_item, catalogue_ids(items))
+            if n and item.min() < 0:
+                j = int(np.argmax(item < 0))
+                raise DataError(missing_items_message(raw_item, item, f"rating {j}"))
         user, item = user.reshape(-1), item.reshape(-1)
         key = user.astype(np.int64) * len(item_ids) + item
         if n and len(np.unique(key)) != n:
@@ -352,4 +480,5 @@ class Ratings:
             user, item, value = user[keep], item[keep], value[keep]
             timestamp = None if timestamp is None else timestamp[keep]
         return cls(user=user.astype(np.int32), item=item.astype(np.int32), value=value,
-                   user_ids=user_ids, item_ids=item_ids, timestamp=timestamp, name=name)
+                   user_ids=user_ids, item_ids=item_ids, timestamp=timestamp, name=name,
+                   items_public=items is not None)

@@ -333,7 +333,8 @@ def make_synthetic(n_users: int = 10_000, n_items: int = 2_000, n_interactions: 
     -------
     Ratings, or (Ratings, SyntheticTruth) with ``return_truth``
         ``user_ids = arange(n_users)``, ``item_ids = arange(n_items)`` (int64), rows grouped
-        by user, value 1.0, no timestamps.
+        by user, value 1.0, no timestamps. ``items_public=True``: the item universe is
+        ``range(n_items)``, fixed by the arguments, items no one picked included.
     """
     check_range("n_users", n_users, low=1, integer=True)
     check_range("n_items", n_items, low=1, high=2 ** _MAX_ITEM_BITS, integer=True)
@@ -390,7 +391,8 @@ def make_synthetic(n_users: int = 10_000, n_items: int = 2_000, n_interactions: 
         user, item = user[o], item[o]
     r = Ratings(user=user, item=item, value=np.ones(len(user), np.float32),
                 user_ids=np.arange(n_users, dtype=np.int64),
-                item_ids=np.arange(n_items, dtype=np.int64), name=name)
+                item_ids=np.arange(n_items, dtype=np.int64), name=name,
+                items_public=True)              # the universe 0..n_items-1, rated or not
     if return_truth:
         return r, SyntheticTruth(theta.astype(np.float32), phi_tilde.astype(np.float32), p, k,
                                  float(noise))
