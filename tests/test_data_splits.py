@@ -141,11 +141,16 @@ def test_bad_fractions(r, fr):
 
 def test_random_split(r):
     s = random_split(r, (0.8, 0.1, 0.1), seed=1234)
-    assert s.train.nnz == round(0.8 * r.nnz)
-    assert s.validation.targets.nnz == round(0.1 * r.nnz)
+    n = r.nnz                                        # sizes are binomial: within 4 sd
+    for part, f in ((s.train, 0.8), (s.validation.targets, 0.1), (s.test.targets, 0.1)):
+        assert abs(part.nnz - f * n) < 4 * np.sqrt(n * f * (1 - f)), (part.nnz, f * n)
     assert s.train.nnz + s.validation.targets.nnz + s.test.targets.nnz == r.nnz
     assert not pairs(s.train) & pairs(s.test.targets)
+    assert pairs(s.train) | pairs(s.validation.targets) | pairs(s.test.targets) == pairs(r)
     assert pairs(random_split(r, seed=1234).test.targets) == pairs(s.test.targets)
+    assert pairs(random_split(r, seed=1235).test.targets) != pairs(s.test.targets)
+    for x in (s.train, s.validation.targets, s.test.targets):
+        assert x.user_ids is r.user_ids and x.item_ids is r.item_ids
 
 
 # ---------------------------------------------------------------------------------------
@@ -163,11 +168,15 @@ def test_heldout_users_split_invariants():
     val_u = uid(s.validation.targets) | uid(s.validation.history)
     test_u = uid(s.test.targets) | uid(s.test.history)
     assert not train_u & val_u and not train_u & test_u and not val_u & test_u
-    assert len(train_u) == r.n_users - 130
-    assert len(val_u) <= 60 and len(test_u) <= 70 and len(test_u) > 50
-    # items restricted to (and compacted to) items seen in training
-    assert np.all(s.train.item_counts() > 0)
-    assert s.test.targets.n_items == s.train.n_items < r.n_items
+    # roles by hash: the held-out counts are binomial with means 60 and 70
+    n = r.n_users
+    assert abs(len(val_u) - 60) < 4 * np.sqrt(60) and abs(len(test_u) - 70) < 4 * np.sqrt(70)
+    assert len(train_u) + len(val_u) + len(test_u) == n       # every user (>= 5) has targets
+    # the item index space is kept: not cut down to the items train users rated
+    for x in (s.train, s.validation.targets, s.validation.history, s.test.targets):
+        assert x.n_items == r.n_items and x.item_ids is s.train.item_ids
+    np.testing.assert_array_equal(s.train.item_ids, r.item_ids)
+    assert s.train.items_public == r.items_public
     # each held-out user: floor(0.2 n) targets, the rest history
     for ev in (s.validation, s.test):
         t, h = ev.targets.user_counts(), ev.history.user_counts()
@@ -175,11 +184,39 @@ def test_heldout_users_split_invariants():
         has = n > 0
         np.testing.assert_array_equal(t[has], np.floor(0.2 * n[has] + 1e-9))
         assert not pairs(ev.targets) & pairs(ev.history)
-    # all ratings of held-out users on train items are accounted for
+    # all ratings of held-out users are accounted for (items rated by no train user too)
     held = pairs(s.test.targets) | pairs(s.test.history)
-    train_items = set(s.train.item_ids.tolist())
-    expected = {(u, i) for u, i in pairs(r) if u in test_u and i in train_items}
-    assert held == expected
+    assert held == {(u, i) for u, i in pairs(r) if u in test_u}
+
+
+def test_heldout_users_split_keeps_n_items():
+    """Finding 3 (issue 24): the item space must not depend on which users are in the data."""
+    r = binarize(rated(n_users=200, n_items=2000, seed=6))     # many items rated once
+    s = heldout_users_split(r, n_validation=30, n_test=30, seed=1)
+    assert s.train.n_items == r.n_items
+    assert (s.train.item_counts() == 0).any()                  # some items only held out
+    pub = Ratings.from_raw(r.user_ids[r.user], r.item_ids[r.item], r.value,
+                           items=np.arange(4000, 8000))        # a public catalogue
+    sp = heldout_users_split(pub, validation_fraction=0.1, test_fraction=0.1, seed=1)
+    assert sp.train.n_items == 4000 and sp.train.items_public
+    assert sp.test.targets.items_public and sp.validation.history.items_public
+
+
+def test_heldout_users_split_fractions_api():
+    r = filter_min_counts(binarize(rated(n_users=600, seed=3)), min_user=5)
+    s = heldout_users_split(r, validation_fraction=0.1, test_fraction=0.2, seed=4)
+    n = r.n_users
+    nv, nt = len(s.validation.users), len(s.test.users)
+    assert abs(nv - 0.1 * n) < 4 * np.sqrt(0.1 * n) and abs(nt - 0.2 * n) < 4 * np.sqrt(0.2 * n)
+    a = heldout_users_split(r, n_validation=60, n_test=120, seed=4)
+    b = heldout_users_split(r, validation_fraction=60 / n, test_fraction=120 / n, seed=4)
+    assert pairs(a.test.targets) == pairs(b.test.targets)      # counts = fractions of users
+    with pytest.raises(ConfigError, match="not both"):
+        heldout_users_split(r, 10, 10, validation_fraction=0.1)
+    with pytest.raises(ConfigError, match="smaller than 1"):
+        heldout_users_split(r, validation_fraction=0.5, test_fraction=0.5)
+    with pytest.raises(ConfigError, match="give n_validation and n_test"):
+        heldout_users_split(r)
 
 
 def test_heldout_users_split_determinism():
@@ -189,6 +226,7 @@ def test_heldout_users_split_determinism():
     c = heldout_users_split(r, 20, 20, seed=1)
     assert pairs(a.test.targets) == pairs(b.test.targets)
     assert pairs(a.test.targets) != pairs(c.test.targets)
+    assert pairs(a.train) == pairs(b.train) != pairs(c.train)
 
 
 def test_heldout_users_split_too_many_heldout(r):
@@ -207,6 +245,29 @@ def test_splits_on_synthetic_at_scale():
 # ---------------------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------------------
+def test_filter_min_counts_keeps_the_item_space_for_a_user_filter(r):
+    f = filter_min_counts(r, min_user=40)
+    assert f.n_users < r.n_users and f.item_ids is r.item_ids
+    pub = Ratings.from_raw(r.user_ids[r.user], r.item_ids[r.item], r.value,
+                           items=np.arange(5000, 5200))
+    fp = filter_min_counts(pub, min_user=40)
+    assert fp.n_items == 200 and fp.items_public
+    assert not filter_min_counts(pub, min_user=40, min_item=2).items_public
+
+
+def test_split_hashes_are_uniform_and_key_dependent():
+    from dpmt.data.splits import _id_hashes, _split_key, _unit
+    ids = np.arange(20000)
+    u = _unit(_id_hashes(ids, _split_key(0, "x")))
+    assert np.all((u >= 0) & (u < 1)) and abs(u.mean() - 0.5) < 0.01
+    np.testing.assert_array_less(np.abs(np.histogram(u, 10, (0, 1))[0] - 2000), 200)
+    v = _unit(_id_hashes(ids, _split_key(1, "x")))
+    assert abs(np.corrcoef(u, v)[0, 1]) < 0.03
+    # a raw id hashes alike as a number or as its text
+    np.testing.assert_array_equal(_id_hashes(np.array([7, 12]), b"k" * 32),
+                                  _id_hashes(np.array(["7", "12"]), b"k" * 32))
+
+
 def test_random_ranks_are_permutations_per_user():
     from dpmt.data.splits import _random_ranks
     user = np.random.default_rng(0).integers(0, 50, 5000).astype(np.int32)

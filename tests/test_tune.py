@@ -1,6 +1,8 @@
 """``dpmt tune``: private selection (Papernot & Steinke 2022) charged to the ledger, the
 literature's uncharged selection labelled as such, grids refused before any data is read,
-outputs written only on success, deterministic for a seed.
+outputs written only on success; every draw from a secret (OS entropy) kept in the trainer's
+private folder — nothing published lets K, a draw or a score be recomputed — and
+reproducible only with --noise-seed, which every output then flags.
 
 One tiny synthetic dataset; the candidates share d so the kernels compile once."""
 
@@ -19,6 +21,7 @@ from dpmt.config import ExecutionConfig, TrainConfig
 from dpmt.errors import ConfigError, PrivacyBudgetError
 from dpmt.privacy import PrivacyLedger, Release
 from dpmt.privacy.ledger import RDP_ORDERS, Selection, epsilon_of
+from dpmt.privacy.randomness import SEEDED_WARNING, NoiseSource
 from dpmt.privacy.selection import (draw_repetitions, noisy_score, same_event, tnb_gamma,
                                     tnb_mean)
 
@@ -35,9 +38,25 @@ def _spec(mode="private", grid=GRID, base=BASE, **kw):
     return tune_app.Spec(base, tuple(tune_app.build_candidates(base, grid)), mode, **kw)
 
 
-def _private(**kw):
-    """The private tune of the fixture: seed 1 draws K = 4 repetitions at mean 6."""
-    return _spec(base=BASE.replace(seed=1), mean_runs=6.0, **kw)
+def _private(noise_seed=None, **kw):
+    """The private tune of the fixture (split seed 1, mean 6 repetitions): draws from OS
+    entropy, or from ``noise_seed``."""
+    kw.setdefault("mean_runs", 6.0)
+    return _spec(base=BASE.replace(seed=1, noise_seed=noise_seed), **kw)
+
+
+def _k_of(noise_seed, mean=6.0, shape=1.0):
+    from dpmt.privacy.selection import draw_repetitions
+    return draw_repetitions(NoiseSource.from_seed(noise_seed).numpy_rng("tune/K"), mean, shape)
+
+
+#: a noise seed whose K is 4 at mean 6 (found without training)
+SEED4 = next(s for s in range(1000) if _k_of(s) == 4)
+
+
+def _public_files(out):
+    """Every file published with the model: tune.json and model/."""
+    return [out / "tune.json", *sorted((out / "model").iterdir())]
 
 
 
@@ -46,6 +65,12 @@ def _private(**kw):
 def private_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("tune") / "private"
     return out, tune_app.tune(_private(), out, execution=QUIET)
+
+
+@pytest.fixture(scope="module")
+def seeded_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tune") / "seeded"
+    return out, tune_app.tune(_private(noise_seed=SEED4), out, execution=QUIET)
 
 
 @pytest.fixture(scope="module")
@@ -101,25 +126,89 @@ def test_repeat_and_select_epsilon_matches_dp_accounting_directly(private_run):
         PrivacyLedger(1e-5, accountant="pld", selection=led.selection)
 
 
-def test_private_outputs_publish_only_the_selected_repetition(private_run, capsys):
+def _keys(x):
+    if isinstance(x, dict):
+        return set(x) | set().union(*map(_keys, x.values())) if x else set()
+    if isinstance(x, list):
+        return set().union(*map(_keys, x)) if x else set()
+    return set()
+
+
+def _values_of(x, key):
+    if isinstance(x, dict):
+        return [v for k, v in x.items() if k == key] + \
+            [w for v in x.values() for w in _values_of(v, key)]
+    if isinstance(x, list):
+        return [w for v in x for w in _values_of(v, key)]
+    return []
+
+
+def test_private_outputs_publish_no_seed_no_k_no_repetitions(private_run):
+    """Issue 24 (1): from what tune publishes (tune.json, model/), K, the repetitions, the
+    draws' seeds, the scores and the exact test-user counts cannot be read or recomputed."""
     out, res = private_run
+    priv = res.private
+    secret = priv["noise"]["secret_hex"]
+    k = priv["repetitions_drawn"]
+    assert k == len(res.repetitions) >= 1
+    scores = [r["score"] for r in res.repetitions] + [r["exact_sum"] for r in res.repetitions]
+    test_users = priv["selected"]["test"]["users"]
+    for f in [p for p in _public_files(out) if p.suffix == ".json"]:
+        text = f.read_text()
+        doc = json.loads(text)
+        assert secret not in text, f
+        keys = _keys(doc)
+        assert not keys & {"repetitions", "repetitions_drawn", "K", "test",
+                           "exact_recall@20", "exact_sum", "validation_score",
+                           "validation_recall@20", "secret_hex", "users"}, (f, keys)
+        if f.name == "tune.json":             # (model.json: the selected run's own time)
+            assert "seconds" not in keys
+        # the only seeds published: the public split seed, and no noise seed
+        assert set(map(str, _values_of(doc, "seed"))) <= {"1"}, f
+        assert set(_values_of(doc, "noise_seed")) <= {None}, f
+        for x in scores:
+            assert repr(float(x)) not in text and f"{x:.6g}" not in text, (f, x)
+        assert f'"users": {test_users}' not in text
+    assert (out / "model" / "item_embeddings.npz").is_file()
     doc = json.loads((out / "tune.json").read_text())
-    text = json.dumps(doc)
-    assert "validation_recall@20" not in text and "exact" not in json.dumps(doc["selected"]
-                                                                            ["validation_score"])
-    assert "seconds" not in doc and "repetitions" not in doc
     assert [c["values"] for c in doc["candidates"]] == [
         {"reg": r, "user_clip": c} for r in (1.0, 10.0) for c in (0.05, 0.1)]
-    assert doc["selected"]["validation_score"]["noise_std"] == pytest.approx(
-        res.model.ledger.releases[-1].noise_std)
-    assert "not a release covered by ε" in doc["selected"]["test"]["note"]
-    model_json = json.loads((out / "model.json").read_text())
-    assert model_json["tuning"]["selection"] == "private" and model_json["tuning"]["charged"]
+    assert doc["score"]["noise_std"] == pytest.approx(res.model.ledger.releases[-1].noise_std)
+    assert doc["noise"]["source"] == "secret key from OS entropy"
+    assert all("K =" not in line and "test Recall" not in line for line in doc["report"])
+    # the private side holds them, in the trainer's folder only, readable by its owner only
+    pf = out / "trainer" / "tune_private.json"
+    assert json.loads(pf.read_text()) == json.loads(json.dumps(priv))
+    assert (pf.stat().st_mode & 0o077) == 0
+    assert "not a release covered by ε" in priv["selected"]["test"]["note"]
+    assert priv["selected"]["validation_score"]["noise_std"] == doc["score"]["noise_std"]
+    assert any("K = " in line for line in priv["report"])
+    assert json.loads((out / "model" / "ledger.json").read_text())["selection"]["charged"]
 
 
-def test_the_score_noise_is_there(private_run):
+def test_two_private_tunes_without_a_seed_differ_in_their_draws(private_run, tmp_path):
+    from dpmt.apps.tune_report import PRIVATE_FILE
+
+    out, first = private_run
+    spec = _private()
+    again = tune_app.tune(_private(mean_runs=1.0), tmp_path / "again", execution=QUIET)
+    s1, s2 = first.private["noise"]["secret_hex"], again.private["noise"]["secret_hex"]
+    assert s1 != s2 and not first.private["noise"]["reproducible"]
+    assert again.repetitions[0]["score"] not in [r["score"] for r in first.repetitions]
+    assert json.loads((tmp_path / "again" / "trainer" / PRIVATE_FILE).read_text())[
+        "noise"]["secret_hex"] == s2
+    # the draws themselves (K and the candidates) change from one secret to the next
+    draws = {tuple(d.candidate for d in tune_app._draws(spec, 4, NoiseSource.fresh()))
+             for _ in range(20)}
+    assert len(draws) > 5 and len({len(d) for d in draws}) > 1
+    # and a run's own draws are those of its secret
+    mine = tune_app._draws(spec, 4, NoiseSource.from_private_state(first.private["noise"]))
+    assert [d.candidate for d in mine] == [r["candidate"] for r in first.repetitions]
+
+
+def test_the_score_noise_is_there(seeded_run):
     """Without the Gaussian noise the released scores would equal the exact sums."""
-    _, res = private_run
+    _, res = seeded_run
     sigma = res.doc["score"]["noise_std"]
     d = np.array([(r["score"] - r["exact_sum"]) / sigma for r in res.repetitions])
     assert len(d) == 4
@@ -134,20 +223,27 @@ def test_the_selected_model_is_the_best_noisy_score_and_loads_and_recommends(pri
     out, res = private_run
     best = max(res.repetitions, key=lambda r: r["score"])
     assert res.doc["selected"]["index"] == best["candidate"]
-    assert res.model.config.seed == best["seed"]
+    assert res.model.config.seed == 1                 # the public split seed, not a draw
     model = dpmt.Model.load(out)
     np.testing.assert_array_equal(model.item_embeddings, res.model.item_embeddings)
     ids, scores = model.recommend(list(model.item_ids[:3]), k=5)
     assert len(ids) == 5 and not set(ids) & set(model.item_ids[:3])
 
 
-def test_same_seed_same_selection_and_same_model(private_run, tmp_path):
-    _, first = private_run
-    again = tune_app.tune(_private(), tmp_path / "again", execution=QUIET)
+def test_same_noise_seed_same_selection_and_same_model_and_it_says_so(seeded_run, tmp_path):
+    out, first = seeded_run
+    again = tune_app.tune(_private(noise_seed=SEED4), tmp_path / "again", execution=QUIET)
     assert again.doc["selected"]["index"] == first.doc["selected"]["index"]
-    assert [(r["candidate"], r["seed"], r["score"]) for r in again.repetitions] == \
-        [(r["candidate"], r["seed"], r["score"]) for r in first.repetitions]
+    assert [(r["candidate"], r["score"]) for r in again.repetitions] == \
+        [(r["candidate"], r["score"]) for r in first.repetitions]
     np.testing.assert_array_equal(again.model.item_embeddings, first.model.item_embeddings)
+    doc = json.loads((out / "tune.json").read_text())
+    assert doc["noise"]["note"] == SEEDED_WARNING
+    assert f"WARNING: {SEEDED_WARNING}" in doc["report"]
+    assert str(SEED4) not in json.dumps(doc["base_config"]) or SEED4 == 1
+    assert json.loads((out / "model" / "model.json").read_text())["noise"]["note"] == \
+        SEEDED_WARNING
+    assert first.private["noise"]["reproducible"] is True
 
 
 # -- literature mode: labelled as not charged ----------------------------------------------------
@@ -157,16 +253,20 @@ def test_literature_outputs_say_the_selection_was_not_charged(literature_run, tm
     doc = json.loads((out / "tune.json").read_text())
     assert doc["charged"] is False and "NOT charged" in doc["statement"]
     assert "ε covers one training run" in doc["statement"]
-    assert all("validation_recall@20" in c for c in doc["candidates"])
-    assert json.loads((out / "model.json").read_text())["tuning"]["charged"] is False
-    assert json.loads((out / "metrics.json").read_text())["tuning"]["charged"] is False
-    assert json.loads((out / "ledger.json").read_text())["selection"]["charged"] is False
-    assert "NOT charged" in (out / "train.log").read_text()
+    assert not any("validation_recall@20" in c for c in doc["candidates"])   # exact: private
+    priv = json.loads((out / "trainer" / "tune_private.json").read_text())
+    assert [c["index"] for c in priv["candidates"]] == [0, 1, 2, 3]
+    assert json.loads((out / "trainer" / "metrics.json").read_text())["tuning"]["charged"] \
+        is False
+    assert json.loads((out / "model" / "ledger.json").read_text())["selection"]["charged"] \
+        is False
+    assert "NOT charged" in (out / "trainer" / "train.log").read_text()
+    assert any("NOT charged" in line for line in doc["report"])
     # ε is one run's, at the target
     led = res.model.ledger
     assert led.epsilon() == pytest.approx(epsilon_of(led.releases, led.delta, led.accountant))
     assert led.epsilon() <= BASE.epsilon * (1 + 1e-6)
-    best = max(doc["candidates"], key=lambda c: c["validation_recall@20"])
+    best = max(priv["candidates"], key=lambda c: c["validation_recall@20"])
     assert doc["selected"]["index"] == best["index"]
     # the CLI says so on stdout
     rc = cli(["tune", *ARGS, "--grid", "reg=1,10", "--selection", "literature",
@@ -188,7 +288,8 @@ def test_a_grid_with_different_privacy_plans_is_refused_before_training(grid, no
 @pytest.mark.parametrize("spec,field", [
     ("dim=0", "dim"), ("dim=1.5", "dim"), ("reg=-1", "reg"), ("weights=bogus", "weights"),
     ("gd_steps=0", "gd.steps"), ("foo=1", "foo"), ("epsilon=1,2", "epsilon"),
-    ("seed=1,2", "seed"), ("dataset=ml-1m", "dataset"), ("reg=1,1", "reg"), ("mu=x", "mu")])
+    ("seed=1,2", "seed"), ("noise_seed=1,2", "noise_seed"), ("dataset=ml-1m", "dataset"),
+    ("reg=1,1", "reg"), ("mu=x", "mu")])
 def test_invalid_grid_values_are_refused_naming_the_field(spec, field, no_data, tmp_path,
                                                           capsys):
     rc = cli(["tune", *ARGS, "--grid", spec, "--out", tmp_path / "x"])
@@ -208,9 +309,8 @@ def test_an_unreachable_target_is_refused_before_training(change, match, no_data
 
 
 def test_k_zero_outputs_nothing(no_data, tmp_path):
-    seed = next(s for s in range(100)
-                if draw_repetitions(tune_app._rng(s), 1.0, None) == 0)
-    spec = _spec(base=BASE.replace(seed=seed), mean_runs=1.0, shape=None)
+    seed = next(s for s in range(100) if _k_of(s, 1.0, None) == 0)
+    spec = _spec(base=BASE.replace(noise_seed=seed), mean_runs=1.0, shape=None)
     with pytest.raises(PrivacyBudgetError, match="K = 0"):
         tune_app.tune(spec, tmp_path / "x", execution=QUIET)
     assert not (tmp_path / "x").exists()
@@ -225,6 +325,42 @@ def test_out_dir_is_refused_resumed_or_overwritten_like_train(private_run, no_da
     assert again.doc["model_fingerprint"] == res.doc["model_fingerprint"]
     with pytest.raises(ConfigError, match="different tune"):
         tune_app.tune(_private(score_noise_ratio=2.0), out, execution=QUIET, resume=True)
+
+
+def test_an_unfinished_private_tune_resumes_with_its_own_secret(monkeypatch, tmp_path):
+    """The secret is saved in trainer/ before training: --resume redraws the same K and
+    draws (no silent re-roll); without --resume the unfinished tune is refused."""
+    from dpmt.apps.tune_report import PRIVATE_FILE
+
+    loop = importlib.import_module("dpmt.train.loop")
+    real, calls = loop.fit, []
+
+    def fail(*a, **k):
+        calls.append(k["noise"])
+        raise ConfigError("the run fails")
+    spec = _private(mean_runs=2.0)
+    out = tmp_path / "x"
+    monkeypatch.setattr(loop, "fit", fail)
+    with pytest.raises(ConfigError, match="the run fails"):
+        tune_app.tune(spec, out, execution=QUIET)
+    pf = out / "trainer" / PRIVATE_FILE
+    state = json.loads(pf.read_text())
+    assert state["status"] == "running" and not state["noise"]["reproducible"]
+    assert (pf.stat().st_mode & 0o077) == 0
+    assert not (out / "tune.json").exists() and not (out / "model").exists()
+    with pytest.raises(ConfigError, match="unfinished tune"):
+        tune_app.tune(spec, out, execution=QUIET)
+    with pytest.raises(ConfigError, match="different tune"):
+        tune_app.tune(_private(mean_runs=3.0), out, execution=QUIET, resume=True)
+    monkeypatch.setattr(loop, "fit", real)
+    res = tune_app.tune(spec, out, execution=QUIET, resume=True)
+    assert res.private["noise"] == state["noise"]
+    src = NoiseSource.from_private_state(state["noise"])
+    assert src.child("rep0") == calls[0]
+    assert [d.candidate for d in tune_app._draws(spec, 4, src)] == \
+        [r["candidate"] for r in res.repetitions]
+    assert (out / "tune.json").is_file() and (out / "model" / "model.json").is_file()
+    assert json.loads(pf.read_text())["status"] == "finished"
 
 
 def test_nothing_is_written_when_a_repetition_fails(monkeypatch, tmp_path):

@@ -16,6 +16,11 @@ j's earlier ratings only (:mod:`dpmt.online.ratings_stream`); the report then al
 the model's user-level (ε, δ). ``--compare --model DIR`` runs SOA, Name-and-Shame and the
 JDP predictor on both feature kinds over the same ratings, next to the best fixed threshold
 in hindsight (``--plot PATH``: cumulative mistakes over the stream).
+
+Randomness: the private histogram's capping and noise, the bucket tie-breaks and every
+predictor's coins come from OS entropy unless ``--seed N`` is given. A seeded run is
+reproducible but NOT private against anyone who knows the seed: its printed output and its
+JSON say so (``SEEDED_WARNING``), and only then does the JSON hold the seed.
 """
 
 from __future__ import annotations
@@ -54,7 +59,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="privacy δ of the predictor, in (0, 1) (default 1e-6)")
     parser.add_argument("--buckets", type=int, default=32,
                         help="number of item-popularity buckets, 2..4096 (default 32)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed, >= 0 (default 0)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed of the histogram noise and the predictors' coins, >= 0, "
+                             "for reproducible experiments ONLY: the results are then NOT "
+                             "private against anyone who knows the seed (default: fresh "
+                             "randomness from OS entropy, not recorded)")
     parser.add_argument("--limit", type=int, default=None,
                         help="use only the first N ratings of the stream (default: all)")
     parser.add_argument("--popularity", default="private", choices=["private", "exact"],
@@ -104,7 +113,8 @@ def _check_args(args) -> None:
         raise ConfigError("--epsilon must be finite (got inf)")
     check_range("--delta", args.delta, low=0, high=1, low_open=True, high_open=True)
     check_range("--buckets", args.buckets, low=2, high=4096, integer=True)
-    check_range("--seed", args.seed, low=0, high=2 ** 63 - 1, integer=True)
+    if args.seed is not None:
+        check_range("--seed", args.seed, low=0, high=2 ** 63 - 1, integer=True)
     if args.limit is not None:
         check_range("--limit", args.limit, low=1, integer=True)
     check_range("--hist-epsilon", args.hist_epsilon, low=0, low_open=True)
@@ -130,6 +140,20 @@ def _check_args(args) -> None:
 
 def _finite(v):
     return v if (v is None or math.isfinite(v)) else None
+
+
+def _randomness(args) -> dict:
+    """The JSON's ``randomness`` entry: the seed appears only when the user gave one."""
+    if args.seed is None:
+        return {"source": "fresh randomness from OS entropy (not recorded)"}
+    from dpmt.privacy.randomness import SEEDED_WARNING
+
+    return {"source": "user-given seed", "seed": args.seed, "warning": SEEDED_WARNING}
+
+
+def _print_randomness(randomness: dict) -> None:
+    if "seed" in randomness:
+        print(f"WARNING:            --seed {randomness['seed']}: {randomness['warning']}")
 
 
 def run(args) -> int:
@@ -299,7 +323,8 @@ def _single(args, model) -> int:
         "privacy": {"epsilon": _finite(pv["epsilon"]), "delta": pv["delta"],
                     "guarantee": pv["guarantee"], "unit": "one rating (example)"},
         "histogram_privacy": _histogram_privacy(rs),
-        "buckets": rs.buckets, "seed": args.seed, "epsilon_requested": args.epsilon,
+        "buckets": rs.buckets, "randomness": _randomness(args),
+        "epsilon_requested": args.epsilon,
         "delta_requested": args.delta, "rounds_per_second": T / secs if secs > 0 else None,
         "warnings": _warnings(rs, model),
     }
@@ -329,6 +354,7 @@ def _single(args, model) -> int:
         print(f"model privacy:      {_model_line(out['model_privacy'])}")
     for w in out["warnings"]:
         print(f"warning:            {w}")
+    _print_randomness(out["randomness"])
     if args.json:
         _write_json(args.json, out)
     return 0
@@ -390,7 +416,7 @@ def _compare(args, model) -> int:
         "dataset": rm.dataset, "rounds": T, "skipped_ratings": rm.skipped,
         "like_threshold": rm.like_threshold,
         "positive_rate": float(rm.ys.mean()) if T else 0.0, "buckets": rm.buckets,
-        "seed": args.seed, "features": feats,
+        "randomness": _randomness(args), "features": feats,
         "privacy": {"predictors": privacy, "model": _model_privacy(model),
                     "histogram": _histogram_privacy(rp)},
         "model": {**_model_info(model, args.model), "score_edges": args.score_edges,
@@ -440,6 +466,7 @@ def _print_compare(out: dict, names) -> None:
           + "; ".join(f"{n}: {_privacy_line(pr['predictors'][n])}" for n in names))
     for wn in out["warnings"]:
         print(f"warning:            {wn}")
+    _print_randomness(out["randomness"])
 
 
 def plot_cumulative(curves: dict, path, title: str) -> None:

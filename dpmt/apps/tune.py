@@ -11,16 +11,32 @@ Two selection modes, labelled in every output (stdout, ``tune.json``, ``model.js
   Gaussian noise); the best noisy score's model is saved, and its ledger holds
   ``RepeatAndSelectDpEvent(compose(one repetition's releases), mean, shape)``, whose RDP ε is
   at most ``--epsilon``. Every candidate must have the same DP event (refused otherwise,
-  before any data is read). Only the selected repetition is published: K, the draws and
-  the other scores are not (the theorem does not cover them).
+  before any data is read). Only the selected model is published: K, the draws, the
+  scores (the selected one's included) and every exact evaluation are not.
 * ``literature`` — every candidate trained once at ``--epsilon``, the best exact validation
   Recall@20 kept; the selection is *not* charged: ε covers one training run, not the choice
   among the candidates.
 
 The grid is ``--grid FIELD=V1,V2,...`` over any TrainConfig field that does not change the
 data, the split or the privacy target; every candidate config is built (and its plan
-calibrated) before any data is read. Outputs are written into ``--out`` only after success:
-a run directory (the selected model, :func:`dpmt.train.rundir.write_run`) plus ``tune.json``.
+calibrated) before any data is read.
+
+Randomness. Every draw of a tune — K, each repetition's candidate, its training noise
+(:func:`dpmt.train.loop.fit` gets ``noise=source.child(f"rep{r}")``) and its score noise —
+derives from one :class:`~dpmt.privacy.randomness.NoiseSource`: a secret from OS entropy,
+kept in the trainer's private state only, unless ``--noise-seed`` is given (reproducible,
+and then NOT private against anyone who knows that seed: every output says so). ``--seed``
+is the public split seed and never seeds a draw. Nothing published lets K, a draw or a
+score be recomputed.
+
+Outputs (:mod:`dpmt.apps.tune_report`), as a ``dpmt train`` run directory: ``--out/model/``
+(the selected model, shareable), ``--out/tune.json`` (public: the grid, the selection
+mechanism, ε, δ) and ``--out/trainer/`` (private, never shared: ``tune_private.json`` with
+the secret, K, the repetitions and their scores, exact metrics). A private tune writes its
+secret into ``trainer/tune_private.json`` before training, so ``--resume`` of an unfinished
+tune redraws exactly the same K and draws (re-drawing them after seeing an outcome would be
+a second execution of the mechanism); the model and ``tune.json`` are written only after
+success.
 """
 
 from __future__ import annotations
@@ -46,13 +62,14 @@ DESCRIPTION = (
     "--selection private (default): Papernot & Steinke's (ICLR 2022) private selection — a "
     "random number K of repetitions (mean --mean-runs), each a uniformly drawn candidate "
     "trained at a calibrated per-run ε and scored with a noisy validation score; ε = --epsilon "
-    "covers the whole tuning (RDP accountant). K, the draws and the other scores are not "
-    "published (the progress bar and the wall time show K: keep them to yourself). "
+    "covers the whole tuning (RDP accountant). K, the draws and the scores are drawn from a "
+    "secret (OS entropy; --noise-seed only for reproducible, NOT private, experiments) and "
+    "kept in DIR/trainer/, never published (the progress bar and the wall time show K: keep "
+    "them to yourself). "
     "--selection literature: every candidate at --epsilon, the best exact validation score; "
     "the choice is NOT charged (as in the literature: ε covers one training run, not the "
     "choice among N candidates).")
 MAX_CANDIDATES = 1000
-_TAG = 0x74756E65                     # "tune": the draws' seed-sequence tag
 _NOT_GRID = {
     **{f: "changes the data or the split: every candidate trains on the same users and is "
           "selected on the same validation users" for f in
@@ -61,7 +78,8 @@ _NOT_GRID = {
     **{f: "is the target of the whole tuning: give it with --epsilon / --delta / "
           "--accountant, not in the grid" for f in ("epsilon", "delta", "accountant",
                                                      "private")},
-    "seed": "fixes the split and tune's own draws: one --seed per tune",
+    "seed": "fixes the split: one --seed per tune",
+    "noise_seed": "seeds tune's own draws: one --noise-seed per tune (or none: OS entropy)",
 }
 
 
@@ -196,10 +214,14 @@ class Spec:
         mean = 2.0 * n if self.mean_runs is None else float(self.mean_runs)
         return Selection("private", n, mean, self.shape)
 
-    def fingerprint(self) -> str:
-        d = {"base": self.base.to_dict(), "ratio": self.score_noise_ratio,
+    def fingerprint(self, public: bool = False) -> str:
+        """SHA-256 (16 hex) of the tune's settings; ``public`` leaves out the noise seed
+        (for ``tune.json``; the full one, kept in the trainer's state, identifies a tune to
+        resume)."""
+        cfg = (lambda c: c.public_dict()) if public else (lambda c: c.to_dict())
+        d = {"base": cfg(self.base), "ratio": self.score_noise_ratio,
              "selection": self.selection.to_dict(),
-             "candidates": [c.config.to_dict() for c in self.candidates]}
+             "candidates": [cfg(c.config) for c in self.candidates]}
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -246,40 +268,48 @@ def check_spec(spec: Spec):
 # -- running -------------------------------------------------------------------------------------
 @dataclasses.dataclass
 class TuneResult:
-    """``model``: the selected model (its ledger holds the selection); ``doc``: tune.json.
-    ``repetitions``: every repetition's draw and score — in private mode NOT private (K, the
-    draws, the exact and the losers' scores): for tests and debugging, never written."""
+    """``model``: the selected model (its ledger holds the selection); ``doc``: tune.json
+    (public); ``private``: ``trainer/tune_private.json`` (K, the repetitions, the scores,
+    exact metrics, the secret: never published). ``repetitions``: every repetition's draw
+    and score, as in ``private`` (empty when a finished tune is shown again)."""
 
     model: object
     doc: dict
     repetitions: list
+    private: dict | None = None
 
 
-def _rng(seed: int, *key) -> np.random.Generator:
-    return np.random.default_rng(np.random.SeedSequence([int(seed), _TAG, *key]))
+@dataclasses.dataclass(frozen=True)
+class Draw:
+    """One repetition: the candidate, the training noise source, the score's generator."""
+
+    candidate: int
+    noise: object                   # NoiseSource
+    score_rng: object | None        # numpy Generator (private mode)
 
 
-def _draws(spec: Spec, n: int) -> list:
-    """(candidate, training seed, noise generator) of every repetition. Private: K from the
-    seed's own stream, repetition r's draws from (seed, r) alone, so they do not depend on K;
-    literature: every candidate once, with the base seed."""
+def _draws(spec: Spec, n: int, source) -> list[Draw]:
+    """The repetitions, every draw from the secret ``source``. Private: K from the stream
+    ``tune/K``, repetition r's candidate and score noise from ``tune/rep{r}`` and its
+    training noise from ``source.child(f"rep{r}")`` alone, so they do not depend on K;
+    literature: every candidate once, with ``source.child(f"candidate{c}")``."""
     from dpmt.privacy.selection import draw_repetitions
 
     if spec.mode == "literature":
-        return [(c, spec.base.seed, None) for c in range(n)]
+        return [Draw(c, source.child(f"candidate{c}"), None) for c in range(n)]
     sel = spec.selection
-    k = draw_repetitions(_rng(spec.base.seed), sel.mean, sel.shape)
+    k = draw_repetitions(source.numpy_rng("tune/K"), sel.mean, sel.shape)
     if k == 0:
         raise PrivacyBudgetError(
             f"K = 0 repetitions were drawn (Poisson, mean {sel.mean:g}: probability "
             f"{np.exp(-sel.mean):.2g}); as in Papernot & Steinke (2022) the selection outputs "
-            "nothing, and nothing was read, trained or written. Another --seed is a second "
-            "execution of the mechanism (its ε composes with this one); --distribution "
-            "negative-binomial never draws K = 0")
+            "nothing, and nothing was read, trained or written. Running it again draws a new "
+            "secret: a second execution of the mechanism (its ε composes with this one); "
+            "--distribution negative-binomial never draws K = 0")
     out = []
     for r in range(k):
-        g = _rng(spec.base.seed, 1, r)
-        out.append((int(g.integers(n)), int(g.integers(0, 2**31 - 1)), g))
+        g = source.numpy_rng(f"tune/rep{r}")
+        out.append(Draw(int(g.integers(n)), source.child(f"rep{r}"), g))
     return out
 
 
@@ -289,6 +319,7 @@ def tune(spec: Spec, out, *, execution=None, resume: bool = False,
     docstring). Raises a :class:`~dpmt.errors.DpmtError` with a clear message."""
     from dpmt.apps import tune_report as tr
     from dpmt.config import ExecutionConfig
+    from dpmt.privacy.randomness import NoiseSource
     from dpmt.privacy.selection import noisy_score
     from dpmt.train.evaluate import evaluate
     from dpmt.train.loop import fit
@@ -298,13 +329,18 @@ def tune(spec: Spec, out, *, execution=None, resume: bool = False,
     quiet = dataclasses.replace(ex, progress=False)
     configs, cal = check_spec(spec)
     out = Path(out)
-    saved = tr.check_out(out, spec.fingerprint(), resume=resume, overwrite=overwrite)
-    if saved is not None:
-        return TuneResult(*saved, [])
+    fingerprint = spec.fingerprint()
+    saved = tr.check_out(out, fingerprint, resume=resume, overwrite=overwrite)
+    if isinstance(saved, tuple):
+        return TuneResult(saved[0], saved[1], [], saved[2])
     private = spec.mode == "private"
-    draws = _draws(spec, len(configs))
+    # an unfinished private tune resumes with its own secret: the same K and draws
+    source = saved if saved is not None else NoiseSource.create(spec.base.noise_seed)
+    draws = _draws(spec, len(configs), source)
     t0 = time.time()
     with run_lock(out):
+        if private and saved is None:
+            tr.write_state(out, fingerprint, source)
         split = prepare_data(spec.base, quiet)
         if split.validation.users.size == 0:
             raise DataError("the validation split has no user with a target: nothing to "
@@ -315,17 +351,17 @@ def tune(spec: Spec, out, *, execution=None, resume: bool = False,
 
             bar = tqdm(total=len(draws), desc=f"tune ({spec.mode})", unit="run")
         best, reps = None, []
-        for r, (c, seed, g) in enumerate(draws):
+        for r, d in enumerate(draws):
             release_compiled_code()      # many fits in one process (dpmt.runtime)
-            model = fit(split.train, configs[c].replace(seed=seed), execution=quiet)
+            model = fit(split.train, configs[d.candidate], execution=quiet, noise=d.noise)
             o = evaluate(model, split.train, split.validation)["overall"]
             recall = float(o["recall@20"]) if o["users"] else 0.0
-            score = noisy_score(recall * o["users"], cal.score.noise_std, g) if private \
-                else recall
-            reps.append({"repetition": r, "candidate": c, "seed": seed, "score": score,
+            score = noisy_score(recall * o["users"], cal.score.noise_std, d.score_rng) \
+                if private else recall
+            reps.append({"repetition": r, "candidate": d.candidate, "score": score,
                          "exact_recall@20": recall, "exact_sum": recall * o["users"]})
             if best is None or score > best[0]:
-                best = (score, c, model)
+                best = (score, d.candidate, model)
             if bar is not None:
                 bar.update(1)
                 if not private:
@@ -334,14 +370,15 @@ def tune(spec: Spec, out, *, execution=None, resume: bool = False,
             bar.close()
         score, c, model = best
         model.ledger = _selected_ledger(model, spec, cal)
-        doc = tr.document(spec, cal, configs, reps, c, score, model)
-        model.metrics = tr.test_metrics(model, split, doc)
-        if not private:
-            doc["seconds"] = time.time() - t0     # (private: the time would reveal K)
+        doc = tr.document(spec, cal, configs, c, model, source)
+        priv = tr.private_document(spec, reps, c, score, source, fingerprint, cal)
+        model.metrics = tr.test_metrics(model, split, doc, priv)
+        priv["seconds"] = time.time() - t0       # (the time would reveal K: private)
         doc["model_fingerprint"] = model.fingerprint()
         doc["report"] = tr.report_lines(doc)
-        tr.write(out, model, doc)
-    return TuneResult(model, doc, reps)
+        priv["report"] = tr.report_lines(doc, priv)
+        tr.write(out, model, doc, priv)
+    return TuneResult(model, doc, reps, priv)
 
 
 def _selected_ledger(model, spec: Spec, cal) -> PrivacyLedger:
@@ -391,11 +428,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    default=1.0, metavar="R", help="private: noise multiplier of the "
                    "validation score = R × the run's base multiplier (default: 1)")
     p.add_argument("--out", required=True, metavar="DIR",
-                   help="run directory of the selected model (model.json, ledger.json, "
-                        "metrics.json, ...) plus tune.json; written only when tuning succeeds")
+                   help="run directory: DIR/model/ the selected model (shareable), "
+                        "DIR/tune.json the grid and the selection (public), DIR/trainer/ "
+                        "the trainer's private state (the secret, K, the repetitions and "
+                        "their scores, exact metrics: never share it); the model and "
+                        "tune.json are written only when tuning succeeds")
     p.add_argument("--resume", action="store_true",
-                   help="show a finished tune in --out instead of running it again (an "
-                        "unfinished one is run again from the start: same seed, same draws)")
+                   help="show a finished tune in --out instead of running it again; an "
+                        "unfinished private one is run again from the start with its saved "
+                        "secret (DIR/trainer/): the same K and draws")
     p.add_argument("--overwrite", action="store_true",
                    help="replace a model or tune already in --out")
 
@@ -420,8 +461,10 @@ def main(args) -> int:
     spec = Spec(base, tuple(build_candidates(base, parse_grid(args.grid))), mode,
                 args.mean_runs, shape, args.score_noise_ratio)
     res = tune(spec, args.out, execution=ex, resume=args.resume, overwrite=args.overwrite)
-    print("\n".join(res.doc["report"]))
+    report = (res.private or {}).get("report") or res.doc["report"]
+    print("\n".join(report))
     print(f"privacy unit: {PRIVACY_UNIT}")
-    print(f"saved the selected model in {args.out} (tune.json: the grid and the selection; "
-          f"dpmt recommend --model {args.out} --items ID,ID,...)")
+    print(f"saved the selected model in {args.out}/model (shareable; {args.out}/tune.json: "
+          f"the grid and the selection, public; {args.out}/trainer/: private, never share "
+          f"it; dpmt recommend --model {args.out} --items ID,ID,...)")
     return 0

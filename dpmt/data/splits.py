@@ -1,18 +1,31 @@
 """Preprocessing (binarize, count filters, per-user caps) and train/validation/test splits.
 
-Every function is deterministic given its ``seed`` (``np.random.default_rng(seed)``) and
-vectorised: per-user random permutations come from one sort of (user, random key) pairs,
-never from a Python loop over users.
+Splits are **neighbour-stable**: a user's role (train / validation / test, in
+:func:`heldout_users_split`) is decided by a keyed hash of that user's raw id alone, and
+which part each of a user's ratings goes to (:func:`per_user_split`, :func:`random_split`,
+the history/target split of held-out users) by keyed hashes of (raw user id, raw item id)
+of that user's own ratings. Adding or removing one user therefore changes nothing about
+anyone else's role or any other user's ratings' parts (``tests/test_neighbour_stable.py``),
+so a guarantee stated for a training set holds for the dataset, whichever users it holds.
+
+The key is derived from the ``seed`` argument. The split seed is **public**: knowing it
+tells which part a given user (or rating) *would* be in if present, never whether anyone is
+present; it is never used for noise. Hashes: BLAKE2b keyed with SHA-256(seed, purpose) over
+each distinct raw id (64 bits), combined per rating by the murmur3 64-bit finaliser
+(vectorised); ids compare as text (``7`` and ``"7"`` hash alike).
 
 A :class:`Split` holds ``train`` and two :class:`EvalSet` (``validation``, ``test``); all
 Ratings in one split share one index space (same ``user_ids`` / ``item_ids``). Evaluation is
 always: fold in each evaluation user from ``history``, rank all items, exclude ``history``,
 compare with ``targets``.
+
+:func:`cap_per_user` (preprocessing, not a split) draws its subsets from ``default_rng(seed)``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 
 import numpy as np
@@ -93,6 +106,87 @@ def _random_ranks(user: np.ndarray, n_users: int, rng: np.random.Generator):
     return rank, counts[user]
 
 
+def _ranks_by_bits(user: np.ndarray, n_users: int, bits: np.ndarray):
+    """Each user's ratings ordered by ``bits`` (uint64 (nnz,), e.g. keyed hashes).
+
+    Returns (rank int64 (nnz,), count int64 (nnz,)) as :func:`_random_ranks`. One
+    ``np.sort`` of packed int64 keys ``user | top bits | position`` (a lexsort is ~4x slower
+    on 20M entries). With 20+ bits, ties are rare (about n_u²/2^(bits+1) pairs per user) and
+    broken by position (the input order, which selecting other users' ratings keeps).
+    """
+    n = len(user)
+    counts = np.bincount(user, minlength=n_users)
+    bu = max(1, int(n_users - 1).bit_length())
+    bi = max(1, int(n - 1).bit_length())
+    br = 63 - bu - bi
+    if br >= 20:
+        key = user.astype(np.int64) << (br + bi)
+        key |= (bits >> np.uint64(64 - br)).astype(np.int64) << bi
+        key |= np.arange(n, dtype=np.int64)
+        key.sort()
+        order = key & ((1 << bi) - 1)
+    else:                                                # huge inputs
+        order = np.lexsort((np.arange(n), bits, user))
+    start = np.cumsum(counts) - counts
+    rank = np.empty(n, np.int64)
+    rank[order] = np.arange(n) - start[user[order]]
+    return rank, counts[user]
+
+
+# -- keyed hashes (neighbour-stable splits) ---------------------------------------------------
+def _split_key(seed, purpose: str) -> bytes:
+    """The 32-byte hash key of ``purpose`` for split seed ``seed`` (public)."""
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise ConfigError(f"a split seed is an integer (got {seed!r})")
+    return hashlib.sha256(b"dpmt-split\x00" + str(int(seed)).encode() + b"\x00"
+                          + purpose.encode()).digest()
+
+
+def _id_text(v) -> bytes:
+    if isinstance(v, bytes):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    return str(v).encode("utf-8", "surrogatepass")
+
+
+def _id_hashes(ids: np.ndarray, key: bytes) -> np.ndarray:
+    """BLAKE2b-64 keyed with ``key`` of every raw id (as text), uint64 (len(ids),): a
+    function of the key and that id alone."""
+    base = hashlib.blake2b(key=key, digest_size=8)
+    out = np.empty(len(ids), np.uint64)
+    for j, v in enumerate(np.asarray(ids).tolist()):
+        h = base.copy()
+        h.update(_id_text(v))
+        out[j] = int.from_bytes(h.digest(), "little")
+    return out
+
+
+def _fmix64(x: np.ndarray) -> np.ndarray:
+    """murmur3's 64-bit finaliser (a bijection with full avalanche), uint64 in place."""
+    with np.errstate(over="ignore"):
+        x ^= x >> np.uint64(33)
+        x *= np.uint64(0xFF51AFD7ED558CCD)
+        x ^= x >> np.uint64(33)
+        x *= np.uint64(0xC4CEB9FE1A85EC53)
+        x ^= x >> np.uint64(33)
+    return x
+
+
+def _pair_hashes(r: Ratings, seed, purpose: str) -> np.ndarray:
+    """A 64-bit hash of (key, raw user id, raw item id) of every rating, uint64 (nnz,)."""
+    hu = _id_hashes(r.user_ids, _split_key(seed, purpose + "/user"))
+    hi = _id_hashes(r.item_ids, _split_key(seed, purpose + "/item"))
+    with np.errstate(over="ignore"):
+        x = hu[r.user] ^ _fmix64(hi[r.item] * np.uint64(0x9E3779B97F4A7C15))
+    return _fmix64(x)
+
+
+def _unit(h: np.ndarray) -> np.ndarray:
+    """uint64 hashes → float64 uniform in [0, 1) (the top 53 bits)."""
+    return (h >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+
+
 def _check_fractions(fractions) -> tuple[float, float, float]:
     try:
         f = tuple(float(x) for x in fractions)
@@ -146,7 +240,14 @@ def filter_min_counts(r: Ratings, min_user: int = 1, min_item: int = 1,
     Iterates to a fixed point (dropping items can push users below ``min_user`` and back),
     so every remaining user and item meets its minimum; at most ``max_rounds`` rounds.
     With ``min_item <= 1`` (as in the ML-20M protocol, users with >= 5 positives) this is a
-    single pass, identical to Liang et al. (2018). Returns a compacted Ratings (new indices).
+    single pass, identical to Liang et al. (2018), and each user is kept or dropped on their
+    own count alone.
+
+    Returns a Ratings compacted to the remaining users. With ``min_item <= 1`` the item index
+    space (``item_ids``, ``items_public``) is kept as it is: an item left without ratings
+    stays, since dropping it would make the item space depend on which users are in the data.
+    With ``min_item >= 2`` items are dropped by their counts, so the item space is compacted
+    too and depends on the data (``items_public`` False).
     """
     check_range("min_user", min_user, low=0, integer=True)
     check_range("min_item", min_item, low=0, integer=True)
@@ -166,7 +267,7 @@ def filter_min_counts(r: Ratings, min_user: int = 1, min_item: int = 1,
         if new.sum() == mask.sum():
             break
         mask = new
-    return r.select(mask).compact()
+    return r.select(mask).compact(keep_items=min_item <= 1)
 
 
 def cap_per_user(r: Ratings, cap: int, seed: int = 0) -> Ratings:
@@ -185,21 +286,22 @@ def cap_per_user(r: Ratings, cap: int, seed: int = 0) -> Ratings:
 # splits
 # ----------------------------------------------------------------------------------------
 def per_user_split(r: Ratings, fractions=(0.8, 0.1, 0.1), seed: int = 0) -> Split:
-    """Split each user's ratings at random into train / validation / test.
+    """Split each user's ratings into train / validation / test, neighbour-stably.
 
-    For a user with n ratings the boundaries are ``floor(n·f_train + U)`` and
-    ``floor(n·(f_train + f_val) + U)`` with one U ~ Uniform[0, 1) per user (randomised
-    rounding): each part's expected size is exactly n·f, the realised size is within 1 of
-    it, and the overall fractions match closely. Every user keeps at least one training
-    rating (so they can be folded in); a user with a single rating is train-only, and small
-    users often have no validation or test rating. ``EvalSet.history`` is the user's
-    training ratings. Index space unchanged.
+    A user's ratings are ordered by a keyed hash of (seed, raw user id, raw item id) and cut
+    at ``floor(n·f_train + U)`` and ``floor(n·(f_train + f_val) + U)``, with U in [0, 1) a
+    keyed hash of (seed, raw user id) (randomised rounding): each part's expected size is
+    n·f, the realised size is within 1 of it, and the overall fractions match closely. So
+    which part a rating goes to depends on its user's own ratings and the (public) seed
+    only: adding or removing a user changes nothing for anyone else. Every user keeps at
+    least one training rating (so they can be folded in); a user with a single rating is
+    train-only, and small users often have no validation or test rating.
+    ``EvalSet.history`` is the user's training ratings. Index space unchanged.
     """
     f = _check_fractions(fractions)
     _nonempty(r, "per_user_split")
-    rng = np.random.default_rng(seed)
-    rank, n = _random_ranks(r.user, r.n_users, rng)
-    offset = rng.random(r.n_users)[r.user]
+    rank, n = _ranks_by_bits(r.user, r.n_users, _pair_hashes(r, seed, "per-user/order"))
+    offset = _unit(_id_hashes(r.user_ids, _split_key(seed, "per-user/offset")))[r.user]
     b1 = np.clip(np.floor(n * f[0] + offset), 1, n)
     b2 = np.clip(np.floor(n * (f[0] + f[1]) + offset), b1, n)
     train = r.select(rank < b1, name=f"{r.name}-train")
@@ -211,76 +313,103 @@ def per_user_split(r: Ratings, fractions=(0.8, 0.1, 0.1), seed: int = 0) -> Spli
 def random_split(r: Ratings, fractions=(0.8, 0.1, 0.1), seed: int = 1234) -> Split:
     """Random split of the ratings themselves (ML-10M RMSE protocol: 80/10/10, seed 1234).
 
-    Sizes are ``round(nnz·f)`` for train and validation, the rest test. Unlike
-    :func:`per_user_split`, an evaluation user may have no training rating (cold start).
-    ``EvalSet.history`` is the training ratings of the evaluation users.
+    Each rating goes to train, validation or test by a keyed hash of (seed, raw user id,
+    raw item id) in [0, 1) against the cumulative ``fractions``: independently per rating,
+    so the part sizes are random (binomial, expected ``nnz·f``) and no rating's part depends
+    on any other rating (neighbour-stable). Unlike :func:`per_user_split`, an evaluation
+    user may have no training rating (cold start). ``EvalSet.history`` is the training
+    ratings of the evaluation users.
     """
     f = _check_fractions(fractions)
     _nonempty(r, "random_split")
-    perm = np.random.default_rng(seed).permutation(r.nnz)
-    n1 = int(round(r.nnz * f[0]))
-    n2 = min(r.nnz, n1 + int(round(r.nnz * f[1])))
-    part = np.empty(r.nnz, np.int8)
-    part[perm[:n1]], part[perm[n1:n2]], part[perm[n2:]] = 0, 1, 2
+    u = _unit(_pair_hashes(r, seed, "random"))
+    part = (u >= f[0]).astype(np.int8) + (u >= f[0] + f[1])
     train = r.select(part == 0, name=f"{r.name}-train")
     val = r.select(part == 1, name=f"{r.name}-validation")
     test = r.select(part == 2, name=f"{r.name}-test")
     return Split(train, _eval_set(train, val), _eval_set(train, test))
 
 
-def heldout_users_split(r: Ratings, n_validation: int, n_test: int, seed: int = 98765,
-                        history_fraction: float = 0.8) -> Split:
-    """Held-out-users protocol of Liang et al. (2018), as used for ML-20M Recall@20.
-
-    1. Users with ratings are shuffled (``default_rng(seed).permutation``); the last
-       ``n_test`` are test users, the ``n_validation`` before them validation users, the
-       rest train users.
-    2. Only items rated by some train user are kept (the item index space is compacted to
-       them); held-out ratings of other items are dropped.
-    3. Each held-out user's remaining n items are split at random: ``floor((1 -
-       history_fraction)·n)`` targets, the rest history. Users with fewer than 5 items
-       under the default 0.8 get no targets (as in the reference) and are left out of the
-       EvalSet (their history is dropped too).
-
-    ``train`` holds only train users' ratings; held-out users never appear in it. Users
-    are compacted to those with ratings in the input.
-    """
+def _heldout_fractions(n_validation, n_test, validation_fraction, test_fraction,
+                       n_users: int) -> tuple[float, float]:
+    counts = n_validation is not None or n_test is not None
+    fracs = validation_fraction is not None or test_fraction is not None
+    if counts and fracs:
+        raise ConfigError("give n_validation and n_test, or validation_fraction and "
+                          "test_fraction, not both")
+    if fracs:
+        fv = 0.0 if validation_fraction is None else validation_fraction
+        ft = 0.0 if test_fraction is None else test_fraction
+        check_range("validation_fraction", fv, low=0, high=1)
+        check_range("test_fraction", ft, low=0, high=1)
+        if fv + ft >= 1:
+            raise ConfigError(f"validation_fraction + test_fraction = {fv + ft:g} must be "
+                              "smaller than 1, so some train users remain")
+        return float(fv), float(ft)
+    if n_validation is None or n_test is None:
+        raise ConfigError("give n_validation and n_test (numbers of users), or "
+                          "validation_fraction and test_fraction")
     check_range("n_validation", n_validation, low=0, integer=True)
     check_range("n_test", n_test, low=0, integer=True)
-    check_range("history_fraction", history_fraction, low=0, high=1)
-    _nonempty(r, "heldout_users_split")
-    r = r.compact()
-    n_users = r.n_users
-    n_val, n_test = int(n_validation), int(n_test)
-    if n_val + n_test >= n_users:
-        raise ConfigError(f"n_validation + n_test = {n_val + n_test} must be smaller than the "
+    n_val, n_te = int(n_validation), int(n_test)
+    if n_val + n_te >= n_users:
+        raise ConfigError(f"n_validation + n_test = {n_val + n_te} must be smaller than the "
                           f"number of users with ratings ({n_users}), so some train users "
                           f"remain")
-    rng = np.random.default_rng(seed)
-    perm = rng.permutation(n_users)
-    role = np.zeros(n_users, np.int8)                    # 0 train, 1 validation, 2 test
-    n_train = n_users - n_val - n_test
-    role[perm[n_train:n_train + n_val]] = 1
-    role[perm[n_train + n_val:]] = 2
+    return n_val / n_users, n_te / n_users
+
+
+def heldout_users_split(r: Ratings, n_validation: int | None = None,
+                        n_test: int | None = None, seed: int = 98765,
+                        history_fraction: float = 0.8, *,
+                        validation_fraction: float | None = None,
+                        test_fraction: float | None = None) -> Split:
+    """Held-out-users protocol of Liang et al. (2018), as used for ML-20M Recall@20, made
+    neighbour-stable.
+
+    1. Each user with ratings gets a keyed hash h of (seed, raw user id) alone, uniform in
+       [0, 1): test user if ``h < test_fraction``, validation user if ``h <
+       test_fraction + validation_fraction``, train user otherwise. Adding or removing a
+       user changes no one else's role. The numbers of validation and test users are
+       therefore random (binomial with those means), not fixed.
+       ``n_validation`` / ``n_test`` (numbers of users, the former API) are converted to the
+       fractions ``n / n_users``; realised counts are then random with these means, and the
+       thresholds read the number of users, so a user whose hash lies within about
+       ``n / n_users²`` of a threshold can change role when the number of users changes. For
+       exact neighbour stability give ``validation_fraction`` and ``test_fraction``.
+    2. The item index space is kept as it is (``item_ids``, ``items_public``): it is never
+       cut down to the items train users rated, which would make it depend on the data.
+    3. Each held-out user's n ratings are ordered by a keyed hash of (seed, raw user id, raw
+       item id): the first ``floor((1 - history_fraction)·n)`` are targets, the rest
+       history. Users with fewer than 5 ratings under the default 0.8 get no targets (as in
+       the reference) and are left out of the EvalSet (their history is dropped too).
+
+    ``train`` holds only train users' ratings; held-out users never appear in it. Users
+    are compacted to those with ratings in the input (items are not).
+    """
+    check_range("history_fraction", history_fraction, low=0, high=1)
+    _nonempty(r, "heldout_users_split")
+    r = r.compact(keep_items=True)
+    fv, ft = _heldout_fractions(n_validation, n_test, validation_fraction, test_fraction,
+                                r.n_users)
+    h = _unit(_id_hashes(r.user_ids, _split_key(seed, "heldout/role")))
+    role = np.where(h < ft, 2, np.where(h < ft + fv, 1, 0)).astype(np.int8)
+    if not (role == 0).any():
+        raise DataError(f"heldout_users_split: none of the {r.n_users} users drew the train "
+                        f"role (validation fraction {fv:g}, test fraction {ft:g}); lower the "
+                        f"held-out fractions or use more users")
     rating_role = role[r.user]
-    train_items = np.bincount(r.item[rating_role == 0], minlength=r.n_items) > 0
-    keep = train_items[r.item]
-    item_map = np.cumsum(train_items) - 1
-    rr = Ratings(user=r.user[keep], item=item_map[r.item[keep]], value=r.value[keep],
-                 user_ids=r.user_ids, item_ids=r.item_ids[train_items],
-                 timestamp=None if r.timestamp is None else r.timestamp[keep], name=r.name)
-    rating_role = rating_role[keep]
-    rank, n = _random_ranks(rr.user, rr.n_users, rng)
+    rank, n = _ranks_by_bits(r.user, r.n_users, _pair_hashes(r, seed, "heldout/target"))
     n_targets = np.floor((1.0 - history_fraction) * n + 1e-9)
     is_target = rank < n_targets
-    train = rr.select(rating_role == 0, name=f"{r.name}-train")
+    train = r.select(rating_role == 0, name=f"{r.name}-train")
 
     def held(k: int, label: str) -> EvalSet:
         mine = rating_role == k
-        targets = rr.select(mine & is_target, name=f"{r.name}-{label}")
-        has = (targets.user_counts() > 0)[rr.user]       # users with at least one target
-        return EvalSet(history=rr.select(mine & ~is_target & has,
-                                         name=f"{r.name}-{label}-history"),
+        targets = r.select(mine & is_target, name=f"{r.name}-{label}")
+        has = (targets.user_counts() > 0)[r.user]        # users with at least one target
+        return EvalSet(history=r.select(mine & ~is_target & has,
+                                        name=f"{r.name}-{label}-history"),
                        targets=targets)
 
     return Split(train, held(1, "validation"), held(2, "test"))

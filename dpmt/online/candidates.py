@@ -230,8 +230,9 @@ class CandidatePredictor:
     Args:
       H: finite class. params: Algorithm 2 sizes. rep_a, rep_b: each replacement's target.
       delays: ``D_1..D_N`` (a list, or a callable ``j -> D_j`` for huge ``N``).
-      seed: int or ``SeedSequence``; Algorithm 2 and every replacement get independent
-        child streams.
+      seed: None (default: fresh OS entropy), an int (reproducible: NOT private against
+        anyone who knows it) or a ``SeedSequence``; Algorithm 2 and every replacement get
+        independent child streams.
       design: Mirror ramp for ``(share·rep_a, rep_b/2)`` (default :func:`mirror_window`).
       share: the Mirror's share of each replacement's ``a`` (default 1/2, Definition 10;
         see :mod:`dpmt.online.rep`).
@@ -242,7 +243,7 @@ class CandidatePredictor:
     """
 
     def __init__(self, H: HypothesisClass, params: CandidateParams, rep_a: float,
-                 rep_b: float, delays, *, seed=0, design: RampDesign | None = None,
+                 rep_b: float, delays, *, seed=None, design: RampDesign | None = None,
                  check_claim1: bool = True, share: float = 0.5):
         self.H = H
         self.params = params

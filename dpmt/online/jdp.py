@@ -182,7 +182,9 @@ class JDPPredictor:
       H: finite class (:class:`HypothesisClass`).
       epsilon, delta: requested joint-privacy target.
       preset: ``"practical"`` (default) or ``"theory"`` (see module docstring).
-      seed: int seed; ``A``, ``F`` and the combiner use independent child streams.
+      seed: None (default: fresh OS entropy, the private choice), an int (reproducible,
+        for experiments: NOT private against anyone who knows the seed) or a
+        ``SeedSequence``; ``A``, ``F`` and the combiner use independent child streams.
       **overrides: practical sizes ``N``, ``n``, ``k``, ``levels``, ``beta``.
 
     ``predict(x) -> int`` / ``update(y)``; ``privacy() -> (ε, δ)`` computed from the sizes
@@ -191,7 +193,7 @@ class JDPPredictor:
     """
 
     def __init__(self, H: HypothesisClass, epsilon: float, delta: float,
-                 preset: str = "practical", seed=0, **overrides):
+                 preset: str = "practical", seed=None, **overrides):
         if not isinstance(H, HypothesisClass):
             raise ConfigError(f"JDPPredictor needs a HypothesisClass (got {type(H).__name__})")
         check_range("epsilon", epsilon, low=0, low_open=True)
@@ -221,8 +223,8 @@ class JDPPredictor:
             self._build_theory(eps, dl)
         else:
             self._build_practical(eps, dl, overrides)
-        ss = np.random.SeedSequence(seed if not isinstance(seed, np.random.SeedSequence)
-                                    else seed.entropy)
+        ss = seed if isinstance(seed, np.random.SeedSequence) else \
+            np.random.SeedSequence(seed)                 # None: OS entropy
         sa, sf, sc = ss.spawn(3)
         self.A = CandidatePredictor(H, self.params, self.rep_a, self.rep_b, self._delays,
                                     seed=sa, design=self.design, share=self.mirror_share)

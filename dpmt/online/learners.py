@@ -135,7 +135,8 @@ class AboveThresholdLearner:
       horizon: the stream length T the threshold is tuned for (>= 1).
       max_switches: c >= 1, the number of switches (default ``Ldim(H) + 1``).
       beta: failure probability used in the threshold (0 < β < 1).
-      seed: int seed.
+      seed: None (default: fresh OS entropy), an int (reproducible: NOT private against
+        anyone who knows it) or a ``SeedSequence``.
 
     Attributes: ``mistakes``, ``rounds``, ``switches``, ``current`` (index of h),
     ``threshold`` (τ), ``epsilon0`` (per-mechanism ε₀).
@@ -144,7 +145,7 @@ class AboveThresholdLearner:
     _BLOCK = 4096
 
     def __init__(self, H: HypothesisClass, epsilon: float, horizon: int,
-                 max_switches: int | None = None, beta: float = 0.05, seed=0):
+                 max_switches: int | None = None, beta: float = 0.05, seed=None):
         if not isinstance(H, HypothesisClass):
             raise ConfigError(f"AboveThresholdLearner needs a HypothesisClass "
                               f"(got {type(H).__name__})")

@@ -43,14 +43,16 @@ class NameAndShame:
     Args:
       H: hypothesis class.
       gamma: retention probability, in (0, 1].
-      seed: seed of the retention coins (an int or a ``numpy.random.Generator``).
+      seed: the retention coins: None (default: fresh OS entropy), an int (reproducible:
+        NOT private against anyone who knows it) or a ``numpy.random.Generator``.
       on_empty: inner SOA policy on an inconsistent retained sample (see :class:`SOA`).
 
     Attributes: ``mistakes``, ``rounds``, ``retained`` (number of retained examples),
     ``soa`` (the SOA on the retained sample; its ``mistakes`` are the retained mistakes).
     """
 
-    def __init__(self, H: HypothesisClass, gamma: float, seed=0, on_empty: str = "restart"):
+    def __init__(self, H: HypothesisClass, gamma: float, seed=None,
+                 on_empty: str = "restart"):
         if not isinstance(H, HypothesisClass):
             raise ConfigError(f"NameAndShame needs a HypothesisClass (got {type(H).__name__})")
         check_range("gamma", gamma, low=0, high=1, low_open=True)

@@ -36,7 +36,7 @@ PREDICTORS = {
 
 
 def make_predictor(name: str, H: HypothesisClass, *, epsilon: float, delta: float,
-                   seed: int = 0, horizon: int | None = None, gamma: float | None = None,
+                   seed: int | None = None, horizon: int | None = None, gamma: float | None = None,
                    preset: str = "practical", max_switches: int | None = None,
                    jdp_options: dict | None = None):
     """A fresh predictor/learner by CLI name, calibrated to ``(epsilon, delta)``.
@@ -45,7 +45,9 @@ def make_predictor(name: str, H: HypothesisClass, *, epsilon: float, delta: floa
     (they are ``(0, gamma)``-private, hence ``(epsilon, delta)``-private when
     ``gamma <= delta``); ``at-learner`` spends ``epsilon`` and needs the ``horizon``;
     ``jdp_options`` are passed to :class:`~dpmt.online.jdp.JDPPredictor` (practical-preset
-    overrides such as ``N``, ``split``, ``mirror_share``).
+    overrides such as ``N``, ``split``, ``mirror_share``). ``seed``: None (default) draws
+    the predictor's coins from OS entropy; an int makes them reproducible, and then the
+    predictor is NOT private against anyone who knows the seed.
     """
     if name not in PREDICTORS:
         raise ConfigError(f"unknown predictor {name!r}; choose one of {sorted(PREDICTORS)}")

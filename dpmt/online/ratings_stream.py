@@ -8,11 +8,15 @@ this popular"), ``θ = 0..buckets``.
 
 Popularity comes from one of:
 
-* ``"private"`` (default): a privately released item histogram. Each user keeps at most
-  ``cap_k`` of their ratings (a uniformly random subset, seeded); per-item counts of the kept
-  ratings get i.i.d. Gaussian noise. Adding or removing one user changes at most ``k``
-  counts by 1, so the L2 sensitivity is ``√k`` and the noise is ``σ = z·√k`` for noise
-  multiplier ``z``. The release is ``(ε_h, δ_h)``-DP at the **user level** (add/remove one
+* ``"private"`` (default): a privately released item histogram of *distinct* (user, item)
+  pairs. A stream may re-rate: a (user, item) pair rated several times counts once (the
+  pair's first rating in the data's order is kept; only the pair matters for a count).
+  Each user then keeps at most ``cap_k`` of their distinct items (a uniformly random
+  subset); per-item counts of the kept pairs get i.i.d. Gaussian noise. Adding or removing
+  one user changes at most ``k`` counts, each by 1, so the L2 sensitivity is ``√k`` and the
+  noise is ``σ = z·√k`` for noise multiplier ``z``. Without the de-duplication one user
+  re-rating one item k times would move that count by k (L2 ``k``, not ``√k``). The
+  release is ``(ε_h, δ_h)``-DP at the **user level** (add/remove one
   user), with ``ε_h`` from ``dp_accounting``'s exact analytic Gaussian-mechanism conversion
   (``get_epsilon_gaussian``); give either ``hist_epsilon`` (then ``z`` is calibrated with
   ``get_sigma_gaussian``) or ``noise_multiplier``. The item universe (the list of item ids)
@@ -55,6 +59,7 @@ from dpmt.online.streams import Stream
 
 __all__ = ["RatingsStream", "ratings_stream", "load_ratings", "synthetic_ratings", "private_item_counts",
            "popularity_buckets", "best_in_hindsight", "histogram_epsilon", "cap_per_user",
+           "distinct_pairs",
            "IncrementalFoldIn", "model_score_edges", "model_rows", "SCORE_EDGES", "FEATURES"]
 
 FEATURES = ("popularity", "model")
@@ -123,7 +128,8 @@ def synthetic_ratings(n_users: int = 300, n_items: int = 200, n_ratings: int = 2
 
     Item popularity is Zipf-like; a rating is >= 4 with a probability that rises with the
     item's popularity (so thresholds over popularity buckets are a sensible, imperfect
-    class). Pairs may repeat across time (a re-rating); that does not matter for streams.
+    class). Pairs may repeat across time (a re-rating): the stream replays every rating, the
+    private histogram counts each pair once.
     """
     from dpmt.data import Ratings
 
@@ -162,7 +168,9 @@ def load_ratings(dataset: str, data_dir: str | None = None):
 
 def cap_per_user(user: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
     """Indices of the kept ratings: for each user a uniformly random subset of at most
-    ``k`` of their ratings (vectorised; each user's choice uses only their own ratings)."""
+    ``k`` of their ratings (vectorised; each user's choice uses only their own ratings).
+    A count of the kept entries has L2 sensitivity ``√k`` only if the entries are distinct
+    (user, item) pairs: de-duplicate first (:func:`distinct_pairs`)."""
     n = len(user)
     keys = rng.random(n)
     order = np.lexsort((keys, user))
@@ -171,6 +179,14 @@ def cap_per_user(user: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarr
     run_start = np.repeat(starts, np.diff(np.r_[starts, n])) if n else np.zeros(0, np.int64)
     rank = np.arange(n) - run_start
     return np.sort(order[rank < k])
+
+
+def distinct_pairs(user: np.ndarray, item: np.ndarray, n_items: int) -> np.ndarray:
+    """Sorted indices that keep one entry per distinct (user, item) pair: the pair's first
+    entry in array order (a re-rated pair counts once)."""
+    key = np.asarray(user, np.int64) * int(max(1, n_items)) + np.asarray(item, np.int64)
+    _, first = np.unique(key, return_index=True)
+    return np.sort(first)
 
 
 def histogram_epsilon(noise_multiplier: float, delta: float) -> float:
@@ -183,12 +199,16 @@ def histogram_epsilon(noise_multiplier: float, delta: float) -> float:
 
 def private_item_counts(ratings, *, cap_k: int = 50, hist_epsilon: float | None = 1.0,
                         hist_delta: float = 1e-6, noise_multiplier: float | None = None,
-                        seed=0) -> tuple[np.ndarray, dict]:
-    """Gaussian-noised per-item counts with each user capped at ``cap_k`` ratings.
+                        seed=None) -> tuple[np.ndarray, dict]:
+    """Gaussian-noised per-item counts of distinct (user, item) pairs, each user capped at
+    ``cap_k`` distinct items (so the L2 sensitivity is ``√cap_k``, re-ratings included).
 
     Give ``hist_epsilon`` (calibrates the noise) or ``noise_multiplier`` (then ε is
-    computed). Returns ``(noisy_counts, info)`` with ``info`` holding ``epsilon``,
-    ``delta``, ``sigma``, ``noise_multiplier``, ``cap_k``, ``l2_sensitivity``.
+    computed). ``seed``: None (default) draws the capping and the noise from OS entropy;
+    an int makes them reproducible — then the histogram is NOT private against anyone who
+    knows the seed. Returns ``(noisy_counts, info)`` with ``info`` holding ``epsilon``,
+    ``delta``, ``sigma``, ``noise_multiplier``, ``cap_k``, ``l2_sensitivity``,
+    ``distinct_pairs`` (the number of (user, item) pairs before capping).
     """
     from dp_accounting.gaussian_mechanism import get_sigma_gaussian
 
@@ -205,16 +225,20 @@ def private_item_counts(ratings, *, cap_k: int = 50, hist_epsilon: float | None 
         z = float(noise_multiplier)
     eps = histogram_epsilon(z, hist_delta)
     rng = np.random.default_rng(seed)
-    keep = cap_per_user(np.asarray(ratings.user), cap_k, rng)
-    counts = np.bincount(np.asarray(ratings.item)[keep], minlength=ratings.n_items)
+    user, item = np.asarray(ratings.user), np.asarray(ratings.item)
+    pairs = distinct_pairs(user, item, ratings.n_items)
+    keep = pairs[cap_per_user(user[pairs], cap_k, rng)]
+    counts = np.bincount(item[keep], minlength=ratings.n_items)
     sigma = z * np.sqrt(cap_k)
     noisy = counts + rng.normal(0.0, sigma, size=counts.shape)
     return noisy, {"epsilon": eps, "delta": float(hist_delta), "sigma": float(sigma),
-                   "noise_multiplier": z, "cap_k": cap_k, "l2_sensitivity": float(np.sqrt(cap_k))}
+                   "noise_multiplier": z, "cap_k": cap_k, "l2_sensitivity": float(np.sqrt(cap_k)),
+                   "distinct_pairs": int(pairs.size)}
 
 
-def popularity_buckets(scores, n_buckets: int, seed=0) -> np.ndarray:
-    """Rank-quantile buckets of ``scores`` (0 = lowest); ties broken uniformly at random."""
+def popularity_buckets(scores, n_buckets: int, seed=None) -> np.ndarray:
+    """Rank-quantile buckets of ``scores`` (0 = lowest); ties broken uniformly at random
+    (``seed`` None: from OS entropy)."""
     check_range("buckets", n_buckets, low=1, integer=True)
     scores = np.asarray(scores, dtype=float)
     if scores.ndim != 1 or scores.size == 0 or not np.all(np.isfinite(scores)):
@@ -443,7 +467,7 @@ def ratings_stream(ratings=None, *, dataset: str = "ml-100k", buckets: int = 32,
                    popularity="private", like_threshold: float = 4.0, cap_k: int = 50,
                    hist_epsilon: float | None = 1.0, hist_delta: float = 1e-6,
                    noise_multiplier: float | None = None, limit: int | None = None,
-                   seed=0, data_dir: str | None = None, features: str = "popularity",
+                   seed=None, data_dir: str | None = None, features: str = "popularity",
                    model=None, score_edges: str = "reference",
                    min_coverage: float = 0.5) -> RatingsStream:
     """Build the streamed-ratings task (see module docstring).
@@ -458,7 +482,9 @@ def ratings_stream(ratings=None, *, dataset: str = "ml-100k", buckets: int = 32,
       cap_k, hist_epsilon, hist_delta, noise_multiplier: the private histogram.
       limit: keep only the first ``limit`` ratings of the dataset in time order (then the
         ratings of items the model lacks are skipped).
-      seed: seeds the capping, the noise and the bucket tie-breaks.
+      seed: seeds the capping, the noise and the bucket tie-breaks. None (default): fresh
+        OS entropy; an int makes the stream reproducible, and then the private histogram
+        is NOT private against anyone who knows the seed.
       data_dir: where ``dpmt.data.load`` keeps datasets (default: its own default).
       features: ``"popularity"`` (x = popularity bucket) or ``"model"`` (x = bucket of the
         model score ``⟨u_j, v_i⟩``, ``u_j`` from user j's earlier ratings).

@@ -40,6 +40,36 @@ def test_stream_runs_and_writes_json(predictor, tmp_path, capsys):
     assert res["histogram_privacy"]["epsilon"] == pytest.approx(1.0)
 
 
+def test_stream_json_has_no_seed_unless_given_and_then_warns(tmp_path, capsys):
+    """Issue 24 (1): without --seed the randomness is fresh and nothing lets it be
+    regenerated; with --seed the JSON and the printed output say the run is not private
+    against whoever knows the seed."""
+    from dpmt.privacy.randomness import SEEDED_WARNING
+
+    base = ("--dataset", "synthetic-stream", "--predictor", "name-and-shame", "--delta", "1e-3",
+            "--buckets", "8", "--limit", "2000", "--no-progress")
+    fresh = []
+    for k in range(2):
+        out = tmp_path / f"fresh{k}.json"
+        assert cli.run(parse(*base, "--json", str(out))) == 0
+        text = capsys.readouterr().out
+        assert "seed" not in out.read_text() and SEEDED_WARNING not in text
+        assert "seed" not in json.dumps(json.loads(out.read_text())).lower()
+        fresh.append(json.loads(out.read_text()))
+    assert fresh[0]["randomness"]["source"].startswith("fresh randomness")
+    seeded = []
+    for k in range(2):
+        out = tmp_path / f"seeded{k}.json"
+        assert cli.run(parse(*base, "--seed", "5", "--json", str(out))) == 0
+        text = capsys.readouterr().out
+        res = json.loads(out.read_text())
+        assert res["randomness"] == {"source": "user-given seed", "seed": 5,
+                                     "warning": SEEDED_WARNING}
+        assert SEEDED_WARNING in text
+        seeded.append(res)
+    assert seeded[0]["mistakes"] == seeded[1]["mistakes"]      # reproducible
+
+
 def test_stream_bare_namespace(capsys):
     rc = cli.run(argparse.Namespace(dataset="synthetic-stream", predictor="soa", limit=1000,
                                     no_progress=True))
@@ -150,7 +180,9 @@ def _planted_file(path, seed=0, n_users=120, n_items=40, per=30):
 
 @pytest.fixture(scope="module")
 def planted_model(tmp_path_factory):
-    """A tiny private model trained with dpmt.fit on the planted file's positives."""
+    """A tiny private model trained with dpmt.fit on the planted file's positives; its item
+    space is the public catalogue 1..40 (without one, fit would select items privately and
+    this tiny file would keep few of them)."""
     import dpmt
     from dpmt.data import binarize, load
 
@@ -158,7 +190,8 @@ def planted_model(tmp_path_factory):
     f = _planted_file(root / "u.data")
     cfg = dpmt.TrainConfig(dataset=str(f), epsilon=8.0, dim=3, iterations=2, seed=0,
                            solver="ssp", weights="adaptive")
-    pos = binarize(load(str(f), progress=False), cfg.positive_threshold)
+    pos = binarize(load(str(f), progress=False, items=np.arange(1, 41)),
+                   cfg.positive_threshold)
     model = dpmt.fit(pos, cfg, execution=dpmt.ExecutionConfig(progress=False))
     out = model.save(root / "model")
     return {"file": f, "model": out, "epsilon": model.epsilon, "delta": cfg.delta,
