@@ -131,6 +131,12 @@ class TrainConfig:
     rating_range: str = _f("auto", "allowed rating range of a ratings file: LOW,HIGH, none "
                            "(no check) or auto (MovieLens formats: 0.5,5)", "data",
                            metavar="LOW,HIGH")
+    items: str | None = _f(None, "the public item catalogue of a ratings file: one item id per "
+                           "line (or a CSV with an item column); the model's rows are exactly "
+                           "these items. Without it a private run selects its items privately "
+                           "(MovieLens and synthetic data bring their own catalogue)", "data",
+                           none="the dataset's own catalogue, else private selection",
+                           metavar="FILE")
     on_duplicate: str = _f("error", "what to do with duplicate (user, item) pairs in a file: "
                            "error, or keep-last (the latest rating)", "data",
                            choices=ON_DUPLICATE)
@@ -148,8 +154,15 @@ class TrainConfig:
     split_fractions: tuple[float, float, float] = _f(
         (0.8, 0.1, 0.1), "train/validation/test fractions of the per-user split", "data",
         cli=False)
-    heldout_users: int = _f(100, "validation users and test users (each) for heldout-users",
-                            "data")
+    heldout_users: int = _f(100, "validation users and test users (each, on average) for "
+                            "heldout-users; a user's role is a keyed hash of that user alone, "
+                            "at the fraction heldout_users / (users in the file)", "data")
+    heldout_fraction: float | None = _f(None, "fraction of users held out for validation and "
+                                        "for test (each) for heldout-users: overrides "
+                                        "--heldout-users, and makes the split exactly "
+                                        "neighbour-stable (the fraction does not depend on how "
+                                        "many users there are)", "data",
+                                        none="heldout_users / number of users")
 
     # -- model -------------------------------------------------------------------------
     dim: int = _f(32, "embedding dimension d", "model")
@@ -236,8 +249,13 @@ class TrainConfig:
                                      "relative to the other releases (init=spectral)",
                                      "privacy")
 
-    seed: int = _f(0, "random seed: the split and every random stream derive from it",
-                   "model")
+    seed: int = _f(0, "seed of the split (public: it decides which part a user would be in, "
+                   "not whether anyone is in the data); never the noise's", "model")
+    noise_seed: int | None = _f(None, "seed of every noise draw, for reproducible experiments "
+                                "ONLY: a model trained with it is NOT private against anyone "
+                                "who knows the seed", "privacy",
+                                none="a secret key from OS entropy, kept in the trainer's "
+                                "private state")
 
     def __post_init__(self):
         if not isinstance(self.gd, GDConfig):
@@ -249,6 +267,9 @@ class TrainConfig:
                               ("item_solve", ITEM_SOLVES), ("user_solve", USER_SOLVES),
                               ("task", TASKS)]:
             _check_choice(name, getattr(self, name), allowed)
+        if self.items is not None and (not isinstance(self.items, str) or not self.items):
+            raise ConfigError(f"items must be the path of an item catalogue file (got "
+                              f"{self.items!r})")
         for name in ("dataset", "rating_range"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise ConfigError(f"{name} must be a non-empty string "
@@ -296,6 +317,9 @@ class TrainConfig:
             raise ConfigError("split_fractions must be three non-negative numbers summing to 1 "
                               f"(got {self.split_fractions})")
         check_range("heldout_users", self.heldout_users, low=1, high=10**8, integer=True)
+        if self.heldout_fraction is not None:
+            check_range("heldout_fraction", self.heldout_fraction, low=0.0, high=0.5,
+                        low_open=True, high_open=True)
         check_range("label_clip", self.label_clip, low=0.0, high=BIG, low_open=True)
         if self.task == "rating" and self.split == "heldout-users":
             raise ConfigError("task='rating' predicts held-out ratings of known users: use "
@@ -306,6 +330,8 @@ class TrainConfig:
                               "heldout-users")
         # a seed becomes a JAX PRNG key (uint32 pair) and a numpy seed: keep it in range
         check_range("seed", self.seed, low=0, high=2**31 - 1, integer=True)
+        if self.noise_seed is not None:
+            check_range("noise_seed", self.noise_seed, low=0, high=2**63 - 1, integer=True)
         if self.weights in ("uniform", "tail", "auto") and not float(self.budget).is_integer():
             raise ConfigError(f"weights={self.weights!r} samples k = budget items per user, so "
                               f"budget must be an integer (got {self.budget})")
@@ -376,6 +402,13 @@ class TrainConfig:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
+
+    def public_dict(self) -> dict[str, Any]:
+        """:meth:`to_dict` for a published model: the noise seed's value is withheld (a
+        seeded model says so in ``model.json``'s ``noise`` entry instead)."""
+        d = self.to_dict()
+        d["noise_seed"] = None
+        return d
 
     def fingerprint(self) -> str:
         """SHA-256 (hex, 16 chars) of the canonical JSON: equal iff the configs are equal."""

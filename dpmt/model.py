@@ -39,16 +39,15 @@ from typing import Sequence
 
 import numpy as np
 
-from dpmt._io import atomic_save_npz, atomic_write_json
+from dpmt._io import atomic_save_npz, atomic_write_json, atomic_write_text, jsonable
 from dpmt.config import BASE_REG, TrainConfig
 from dpmt.errors import ConfigError, DataError
 from dpmt.privacy.ledger import PRIVACY_UNIT, PrivacyLedger
+from dpmt.model_files import (ARRAYS_FILE, LEDGER_FILE, MODEL_FILE, MODEL_FORMAT,
+                              MODEL_VERSION, SHARED_DIR, TRAINER_DIR, check_meta_types,
+                              files_fingerprint, read_json, require_regular)
+from dpmt.privacy.randomness import SEEDED_WARNING
 
-MODEL_FORMAT = "dpmt-model"
-MODEL_VERSION = 1
-MODEL_FILE = "model.json"
-ARRAYS_FILE = "item_embeddings.npz"
-LEDGER_FILE = "ledger.json"
 
 
 @dataclasses.dataclass
@@ -82,6 +81,8 @@ class Model:
     label_offset: float | None = None     # rating task: the released private mean μ̂
     item_offsets: np.ndarray | None = None  # rating task: the released item offsets b̂_i
     auto_settings: str = ""   # settings fit() chose by rule (dpmt.train.defaults), and why
+    noise_reproducible: bool = False   # trained with a user-given noise seed (not private
+    #                                    against whoever knows it)
 
     def __post_init__(self):
         V = np.asarray(self.item_embeddings, np.float32)
@@ -114,9 +115,8 @@ class Model:
 
     @property
     def epsilon(self) -> float:
-        """ε spent by training (0 for a non-private model, whose ε is in fact ∞: see
-        :attr:`private`)."""
-        return 0.0 if self.ledger is None else self.ledger.epsilon()
+        """ε spent by training; ∞ for a non-private model (it protects nobody)."""
+        return math.inf if self.ledger is None else self.ledger.epsilon()
 
     @property
     def private(self) -> bool:
@@ -374,7 +374,8 @@ class Model:
                     "privacy_unit": PRIVACY_UNIT}
         return {"epsilon": self.ledger.epsilon(), "delta": cfg.delta,
                 "target_epsilon": cfg.epsilon, "private": True, "privacy_unit": PRIVACY_UNIT,
-                "accountant": cfg.accountant, "releases": len(self.ledger)}
+                "accountant": cfg.accountant, "releases": len(self.ledger),
+                "noise": self.noise_note()}
 
     def report(self) -> str:
         """A few lines: what was trained, the privacy spent, the metrics, the time."""
@@ -390,6 +391,8 @@ class Model:
         lines = [f"{cfg.dataset}: {cfg.solver} / {cfg.weights if cfg.private else 'all-ones'} "
                  f"weights, d={cfg.dim}, {cfg.iterations} iterations, {name}",
                  f"privacy unit: {PRIVACY_UNIT}"]
+        if self.private and self.noise_reproducible:
+            lines.append(f"WARNING: {SEEDED_WARNING}")
         if self.auto_settings:
             lines.append(f"chosen by rule from the released statistics: {self.auto_settings}")
         if self.metrics:
@@ -405,106 +408,142 @@ class Model:
 
     # -- files ---------------------------------------------------------------------------
     def fingerprint(self) -> str:
-        """SHA-256 (hex, 16 chars) of V and the item ids."""
+        """SHA-256 (hex, 16 chars) of the released arrays: V, the item ids, the released
+        counts and offsets. :meth:`save` extends it over the ledger and ``model.json``."""
         h = hashlib.sha256()
         h.update(np.ascontiguousarray(self.item_embeddings).tobytes())
         h.update(np.asarray(self.item_ids).astype(str).astype("U").tobytes())
+        for name, a in (("counts", self.item_counts), ("offsets", self.item_offsets)):
+            if a is not None:
+                a = np.ascontiguousarray(a)
+                h.update(f"{name}:{a.dtype.str}:".encode())
+                h.update(a.tobytes())
         return h.hexdigest()[:16]
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the model into directory ``path`` (created; files written atomically,
-        ``model.json`` last so a half-written directory is never a loadable model)."""
+        """Write the *shareable* model into directory ``path``: ``item_embeddings.npz``,
+        ``ledger.json`` and ``model.json`` (written last, so a half-written directory is never
+        a loadable model). Nothing private goes there: no metrics (they read exact held-out
+        data), no checkpoint, no noise key or seed, no fingerprint of the training data.
+        ``model.json``'s ``fingerprint`` covers every file, the ledger included."""
         out = Path(path)
         if out.exists() and not out.is_dir():
             raise ConfigError(f"cannot save a model to {out}: it is a file; give a directory")
         arrays = {"V": self.item_embeddings, "item_ids": self.item_ids}
         if self.item_counts is not None:
-            arrays["item_counts"] = np.asarray(self.item_counts, np.float64)
+            arrays["item_counts"] = np.asarray(self.item_counts)
         if self.item_offsets is not None:
             arrays["item_offsets"] = np.asarray(self.item_offsets, np.float64)
         atomic_save_npz(out / ARRAYS_FILE, **arrays)
+        ledger_text = None
         if self.ledger is not None:
-            self.ledger.save(out / LEDGER_FILE)
-        meta = {"format": MODEL_FORMAT, "version": MODEL_VERSION,
-                "privacy_unit": PRIVACY_UNIT, "n_items": self.n_items, "dim": self.dim,
-                "epsilon": self.epsilon if self.private else math.inf,
-                "delta": self.config.delta if self.private else 0.0,
-                "fingerprint": self.fingerprint(), "config": self.config.to_dict(),
-                "label_offset": self.label_offset,
-                "seconds": self.seconds, "compile_seconds": self.compile_seconds,
-                "history": self.history}
+            ledger_text = self.ledger.to_json()
+            atomic_write_text(out / LEDGER_FILE, ledger_text)
+        meta = json.loads(json.dumps(jsonable(self._public_meta())))
+        meta["fingerprint"] = files_fingerprint(self.fingerprint(), ledger_text, meta)
         atomic_write_json(out / MODEL_FILE, meta)
         return out
 
+    def _public_meta(self) -> dict:
+        return {"format": MODEL_FORMAT, "version": MODEL_VERSION,
+                "privacy_unit": PRIVACY_UNIT, "n_items": self.n_items, "dim": self.dim,
+                "private": self.private,
+                "epsilon": self.epsilon, "delta": self.config.delta if self.private else 0.0,
+                "noise": self.noise_note(),
+                "config": self.config.public_dict(), "label_offset": self.label_offset,
+                "seconds": self.seconds, "compile_seconds": self.compile_seconds,
+                "history": self.history}
+
+    def noise_note(self) -> dict:
+        """Where the noise came from, as ``model.json`` states it."""
+        if not self.private:
+            return {"source": "none", "note": "non-private model: ε = ∞"}
+        if self.noise_reproducible:
+            return {"source": "user-given seed", "note": SEEDED_WARNING}
+        return {"source": "secret key from OS entropy",
+                "note": "the key stays in the trainer's private state; no published file "
+                        "lets a noise draw be regenerated"}
+
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Model":
-        """Read a model written by :meth:`save` (or a ``dpmt train --out`` run directory).
+        """Read a model written by :meth:`save`, or the ``model/`` folder of a
+        ``dpmt train --out`` run directory (then the trainer's own metrics are attached too).
 
         Refuses, with a message that says what is wrong, a path that is not a model, a file
-        of another format or a newer version, and arrays that do not match their
-        fingerprint (truncated or edited files)."""
+        of another format or a newer version, a file that is not a regular file, and files
+        that do not match the fingerprint (truncated, edited, or mixed from two models:
+        the ledger is covered too)."""
         import zipfile
 
         root = Path(path)
+        run_dir = None
         if root.is_file() and root.name == MODEL_FILE:
             root = root.parent
+        if not (root / MODEL_FILE).exists() and (root / SHARED_DIR / MODEL_FILE).exists():
+            run_dir, root = root, root / SHARED_DIR
         meta_path = root / MODEL_FILE
-        if not root.is_dir() or not meta_path.is_file():
+        if not root.is_dir() or not meta_path.exists():
             hint = (" (a run directory becomes a model when its run finishes; resume it with "
-                    "`dpmt train --resume`)" if (root / "checkpoint.npz").exists() else "")
+                    "`dpmt train --resume`)" if (root / "trainer").is_dir() else "")
             raise DataError(f"{root} is not a dpmt model: no {MODEL_FILE} there{hint}")
-        try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise DataError(f"{meta_path} is not valid JSON ({e}); the model is corrupted: "
-                            "train it again") from None
+        meta = read_json(meta_path, "the model is corrupted: train it again")
         if not isinstance(meta, dict) or meta.get("format") != MODEL_FORMAT:
             raise DataError(f"{meta_path} is not a dpmt model file (format "
                             f"{meta.get('format') if isinstance(meta, dict) else None!r})")
         version = meta.get("version")
-        if not isinstance(version, int) or version > MODEL_VERSION or version < 1:
+        if not isinstance(version, int) or isinstance(version, bool) or version > MODEL_VERSION \
+                or version < 1:
             raise DataError(f"{meta_path} has model format version {version!r}; this dpmt "
-                            f"reads version {MODEL_VERSION} (upgrade dpmt)")
-        cfg_dict = meta.get("config")
-        if isinstance(cfg_dict, dict) and "popularity_prior" not in cfg_dict:
-            # saved before the prior existed: it ranked by ⟨u, v_i⟩ alone
-            cfg_dict = dict(cfg_dict, popularity_prior=0.0)
-        config = TrainConfig.from_dict(cfg_dict)
+                            f"reads version {MODEL_VERSION} (upgrade dpmt, or train the model "
+                            "again if it is older)")
+        if version < MODEL_VERSION:
+            raise DataError(f"{meta_path} is a model of format {version}, which published the "
+                            "seed of its noise (so its ε does not hold against a reader of its "
+                            "files): train it again with this dpmt")
+        check_meta_types(meta, meta_path)
+        if isinstance(meta["epsilon"], str) and (meta["private"] or meta["epsilon"] != "inf"):
+            raise DataError(f"{meta_path}: 'epsilon' is {meta['epsilon']!r}; only a non-private "
+                            "model has ε = inf")
+        config = TrainConfig.from_dict(meta["config"])
+        arrays_path = root / ARRAYS_FILE
+        require_regular(arrays_path, "the model is incomplete")
         try:
-            with np.load(root / ARRAYS_FILE, allow_pickle=False) as z:
+            with np.load(arrays_path, allow_pickle=False) as z:
                 V, ids = z["V"], z["item_ids"]
                 counts = z["item_counts"] if "item_counts" in z.files else None
                 offsets = z["item_offsets"] if "item_offsets" in z.files else None
-        except FileNotFoundError:
-            raise DataError(f"{root / ARRAYS_FILE} is missing: the model is incomplete") \
-                from None
         except (zipfile.BadZipFile, ValueError, KeyError, OSError, EOFError) as e:
-            raise DataError(f"{root / ARRAYS_FILE} cannot be read ({type(e).__name__}: {e}); "
+            raise DataError(f"{arrays_path} cannot be read ({type(e).__name__}: {e}); "
                             "the model is corrupted: train it again") from None
-        ledger = None
+        ledger, ledger_text = None, None
         if config.private:
+            lpath = root / LEDGER_FILE
+            require_regular(lpath, "a private model without its ledger cannot state its ε")
+            ledger_text = lpath.read_text(encoding="utf-8", errors="replace")
             try:
-                ledger = PrivacyLedger.load(root / LEDGER_FILE)
-            except FileNotFoundError:
-                raise DataError(f"{root / LEDGER_FILE} is missing: a private model without "
-                                "its ledger cannot state its ε") from None
-            except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
-                raise DataError(f"{root / LEDGER_FILE} cannot be read ({e})") from None
+                ledger = PrivacyLedger.from_dict(json.loads(ledger_text))
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+                raise DataError(f"{lpath} cannot be read ({e})") from None
+        noise = meta["noise"]
         model = cls(item_embeddings=V, item_ids=ids, config=config, ledger=ledger,
-                    item_counts=counts, history=list(meta.get("history") or []),
-                    seconds=float(meta.get("seconds") or 0.0),
-                    compile_seconds=float(meta.get("compile_seconds") or 0.0),
-                    label_offset=None if meta.get("label_offset") is None
-                    else float(meta["label_offset"]), item_offsets=offsets)
-        if meta.get("fingerprint") != model.fingerprint():
-            raise DataError(f"{root / ARRAYS_FILE} does not match the fingerprint in "
-                            f"{MODEL_FILE}: the files were changed or mixed from two models")
-        metrics = root / "metrics.json"
-        if metrics.is_file():
-            try:
-                model.metrics = json.loads(metrics.read_text(encoding="utf-8"))
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                model.metrics = None
+                    item_counts=counts, history=list(meta["history"]),
+                    seconds=float(meta["seconds"]),
+                    compile_seconds=float(meta["compile_seconds"]),
+                    label_offset=None if meta["label_offset"] is None
+                    else float(meta["label_offset"]), item_offsets=offsets,
+                    noise_reproducible=noise.get("source") == "user-given seed")
+        stated = meta.pop("fingerprint", None)
+        if stated != files_fingerprint(model.fingerprint(), ledger_text, meta):
+            raise DataError(f"the files of {root} do not match the fingerprint in {MODEL_FILE}: "
+                            "they were changed, or mixed from two models (the ledger "
+                            "included); use the model's own files")
+        if run_dir is not None:
+            metrics = run_dir / TRAINER_DIR / "metrics.json"
+            if metrics.is_file():
+                try:
+                    model.metrics = json.loads(metrics.read_text(encoding="utf-8"))
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    model.metrics = None
         return model
 
 

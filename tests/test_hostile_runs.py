@@ -107,11 +107,11 @@ def test_b4_a_half_rewritten_directory_is_never_continued_under_another_config(
     assert cli(["train", "--dataset", DATASET, "--iterations", 3, "--epsilon", 20,
                 "--out", out, *SMALL]) == 2
     # the attack: config.json rewritten to ε = 20 while the checkpoint is ε = 1's
-    (out / "config.json").write_text(_cfg(epsilon=20.0).to_json())
+    (out / "trainer" / "config.json").write_text(_cfg(epsilon=20.0).to_json())
     with pytest.raises(DataError, match="another configuration"):
         dpmt.run(_cfg(epsilon=20.0), out, execution=QUIET, resume=True)
     # with the right config back, the ε = 1 run resumes and spends exactly ε = 1
-    (out / "config.json").write_text(_cfg(epsilon=1.0).to_json())
+    (out / "trainer" / "config.json").write_text(_cfg(epsilon=1.0).to_json())
     m = dpmt.run(_cfg(epsilon=1.0), out, execution=QUIET, resume=True)
     assert m.epsilon == pytest.approx(1.0, rel=1e-3)
     assert len(m.ledger) == 1 + 3 * 3          # counts + (Gramian, Â, b̂) × 3, none twice
@@ -131,9 +131,9 @@ def test_b5_one_process_per_run_directory_and_finished_runs_are_kept(tmp_path):
     # a stale lock (its process is gone) is taken over
     m = dpmt.run(_cfg(iterations=1), out, execution=QUIET)
     assert not (out / ".lock").exists()
-    before = (out / "item_embeddings.npz").read_bytes()
+    before = (out / "model" / "item_embeddings.npz").read_bytes()
     assert cli(["train", "--dataset", DATASET, "--iterations", 1, "--out", out, *SMALL]) == 2
-    assert (out / "item_embeddings.npz").read_bytes() == before
+    assert (out / "model" / "item_embeddings.npz").read_bytes() == before
     assert cli(["train", "--dataset", DATASET, "--iterations", 1, "--epsilon", 2,
                 "--out", out, "--overwrite", *SMALL]) == 0
     assert Model.load(out).epsilon == pytest.approx(2.0, rel=1e-3) != m.epsilon
@@ -147,7 +147,7 @@ def test_b6_a_checkpoint_of_another_run_is_refused(tmp_path, monkeypatch):
     with pytest.raises(Interrupt):
         dpmt.run(_cfg(iterations=3), short, execution=QUIET)
     monkeypatch.undo()
-    (short / "checkpoint.npz").write_bytes((long / "checkpoint.npz").read_bytes())
+    (short / "trainer" / "checkpoint.npz").write_bytes((long / "trainer" / "checkpoint.npz").read_bytes())
     with pytest.raises(DataError, match="another configuration"):
         dpmt.run(_cfg(iterations=3), short, execution=QUIET, resume=True)
 
@@ -173,7 +173,7 @@ def test_b8_a_damaged_checkpoint_is_refused_clearly(tmp_path, monkeypatch, damag
     with pytest.raises(Interrupt):
         dpmt.run(_cfg(), out, execution=QUIET)
     monkeypatch.undo()
-    ck = out / "checkpoint.npz"
+    ck = out / "trainer" / "checkpoint.npz"
     if damage == "truncate":
         ck.write_bytes(ck.read_bytes()[:100])
     elif damage == "random":
@@ -192,7 +192,7 @@ def test_b8_a_damaged_checkpoint_is_refused_clearly(tmp_path, monkeypatch, damag
 def test_b8_a_damaged_config_is_refused_clearly(tmp_path, capsys, text, fragment):
     out = tmp_path / "R"
     out.mkdir()
-    (out / "config.json").write_text(text)
+    (out / "trainer" / "config.json").write_text(text)
     assert cli(["train", "--resume", out, "--quiet"]) == 2
     err = capsys.readouterr().err
     assert fragment in err and "Traceback" not in err

@@ -8,7 +8,7 @@ import pytest
 import dpmt
 from dpmt.config import ExecutionConfig, TrainConfig
 from dpmt.data import make_synthetic, per_user_split
-from dpmt.errors import ConfigError
+from dpmt.errors import ConfigError, DataError
 from dpmt.model import Model
 from dpmt.train.defaults import (GD_PRIOR, PRIOR_MAX, PRIOR_SCALE, popularity_prior, resolve,
                                  reg_for, weights_for)
@@ -109,12 +109,14 @@ def test_the_prior_changes_the_ranking_and_the_metrics_agree_with_recommend(mode
     assert not np.array_equal(np.argsort(-plain)[:10], np.argsort(-s)[:10])
 
 
-def test_models_saved_before_the_prior_rank_without_it(model, tmp_path):
+def test_models_of_the_old_format_are_refused_with_a_reason(model, tmp_path):
+    """Format 1 published the noise seed (issue 24): such a model is not loaded as private."""
     path = model.save(tmp_path / "old")
     meta = json.loads((path / "model.json").read_text())
-    del meta["config"]["popularity_prior"]
+    meta["version"] = 1
     (path / "model.json").write_text(json.dumps(meta))
-    assert Model.load(path).config.popularity_prior == 0.0
+    with pytest.raises(DataError, match="format 1 .*seed.*train it again"):
+        Model.load(path)
 
 
 def test_negative_prior_is_refused():

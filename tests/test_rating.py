@@ -10,6 +10,7 @@ from dpmt.data import random_split
 from dpmt.data.ratings import Ratings
 from dpmt.errors import ConfigError, DataError
 from dpmt.model import Model
+from dpmt.privacy.randomness import NoiseSource
 
 QUIET = ExecutionConfig(progress=False)
 
@@ -31,7 +32,8 @@ def ratings():
     r = 3.6 + bias[items] + (P[users] * Q[items]).sum(1) + rng.normal(0, 0.4, len(users))
     r = np.clip(np.round(r), 1, 5)
     return Ratings(user=users, item=items, value=r.astype(np.float32), user_ids=np.arange(n_u),
-                   item_ids=np.arange(n_i) + 100, name="planted-ratings")
+                   item_ids=np.arange(n_i) + 100, name="planted-ratings",
+                   items_public=True)     # the planted catalogue: ids 100..219
 
 
 @pytest.fixture(scope="module")
@@ -47,14 +49,20 @@ def _cfg(**kw):
 
 
 def test_the_plan_charges_the_mean_the_offsets_and_the_label_range():
+    import math
+
+    from dpmt.privacy.mechanisms import mean_lattice, offsets_lattice
     from dpmt.train.plan import make_plan
 
     cfg = _cfg(label_clip=1.5, budget=9.0, user_clip=0.5)
     plan = make_plan(cfg)
     k = cfg.effective_count_cap
-    assert plan.mean_sum.sensitivity == pytest.approx(k * 5.0)        # k · max|r|, r ≤ 5
+    # integer releases on a public lattice (discrete Gaussian): sensitivities in lattice units
+    bits, step = mean_lattice(k, 0.5, 5.0)
+    assert plan.mean_sum.sensitivity == step == k * math.ceil(5.0 * 2**bits)   # k · max|r|
     assert plan.mean_count.sensitivity == pytest.approx(k)
-    assert plan.item_offsets.sensitivity == pytest.approx(np.sqrt(k) * 1.5)
+    assert plan.item_offsets.sensitivity == pytest.approx(np.sqrt(k) * offsets_lattice(k, 1.5)[1])
+    assert plan.mean_sum.mechanism == plan.item_offsets.mechanism == "discrete_gaussian"
     # b-statistics: √β · C · y_max with y_max the label clip, not 1
     assert plan.iterations[0].ssp_b.sensitivity == pytest.approx(3.0 * 0.5 * 1.5)
     assert plan.epsilon <= 5.0 * (1 + 1e-6)
@@ -140,11 +148,17 @@ def test_rating_runs_resume_with_the_released_mean(tmp_path, monkeypatch, split)
         if len(calls) == 1:
             raise KeyboardInterrupt
 
-    ref = dpmt.fit(split.train, _cfg(iterations=3), execution=QUIET)
     monkeypatch.setattr(ck.Checkpoint, "save", save)
     with pytest.raises(KeyboardInterrupt):
         dpmt.fit(split.train, _cfg(iterations=3), execution=QUIET, run_dir=tmp_path)
     monkeypatch.undo()
+    # the interrupted run's secret noise key is in its private state; an uninterrupted run
+    # from the same key is the reference
+    import json
+
+    with np.load(tmp_path / "checkpoint.npz") as z:
+        src = NoiseSource.from_private_state(json.loads(str(z["noise"])))
+    ref = dpmt.fit(split.train, _cfg(iterations=3), execution=QUIET, noise=src)
     m = dpmt.fit(split.train, _cfg(iterations=3), execution=QUIET, run_dir=tmp_path,
                  resume=True)
     assert m.label_offset == ref.label_offset
@@ -157,11 +171,11 @@ def test_private_item_offsets_audit(broken):
     """Empirical audit of the item-offset release: a canary user with k ratings at +c on k
     items. Calibrated to ε = 1 the lower bound stays ≤ 1; with a tenth of the noise (a wrong
     sensitivity) the audit catches it."""
-    import jax
+    import random
 
     from dpmt.audit import epsilon_lower_bound
     from dpmt.privacy import PlannedRelease, calibrate
-    from dpmt.privacy.mechanisms import item_sum_sensitivity, private_item_offsets
+    from dpmt.privacy.mechanisms import item_offsets_release, private_item_offsets
 
     rng = np.random.default_rng(0)
     k, c, m, n_users, trials = 4, 2.0, 12, 40, 1500
@@ -169,8 +183,10 @@ def test_private_item_offsets_audit(broken):
     items = rng.integers(k, m, len(users))                  # others never rate items 0..k-1
     labels = rng.uniform(-c, c, len(users))
     cu, ci = np.full(k, n_users), np.arange(k)              # the canary's k ratings
-    sens = item_sum_sensitivity(k, c)
-    sigma = calibrate([PlannedRelease("item_offsets", sens)], 1.0, 1e-5).releases[0].noise_std
+    r0 = item_offsets_release(k, c, 1.0)
+    sigma = calibrate([PlannedRelease("item_offsets", r0.sensitivity, mechanism=r0.mechanism,
+                                      coordinates=r0.coordinates, step=r0.step)],
+                      1.0, 1e-5).releases[0].noise_std
     if broken:
         sigma /= 10
     counts = np.full(m, 10.0)                               # released counts: public here
@@ -182,7 +198,8 @@ def test_private_item_offsets_audit(broken):
         out = []
         for t in range(trials):
             b = private_item_offsets(y, u, i, m, counts, k=k, clip=c, noise_std=sigma,
-                                     key=jax.random.PRNGKey(seed0 + t))
+                                     cap_rng=np.random.default_rng(seed0 + t),
+                                     noise_rng=random.Random(seed0 + t))
             out.append(b[:k].sum())
         return np.array(out)
 

@@ -13,7 +13,7 @@ import pytest
 
 DATASET = "synthetic:users=300,items=100,interactions=6000,seed=3"
 ARGS = ["train", "--dataset", DATASET, "--dim", "4", "--iterations", "6", "--budget", "10",
-        "--epsilon", "3", "--quiet"]
+        "--epsilon", "3", "--quiet", "--noise-seed", "0"]
 
 
 def _dpmt(args, **kw):
@@ -30,7 +30,7 @@ def test_kill_mid_run_then_resume_matches_uninterrupted(tmp_path):
     run = tmp_path / "killed"
     proc = subprocess.Popen([sys.executable, "-m", "dpmt.apps.cli", *ARGS, "--out", str(run)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    ckpt = run / "checkpoint.npz"
+    ckpt = run / "trainer" / "checkpoint.npz"
     deadline = time.time() + 500
     killed_at = None
     while time.time() < deadline and proc.poll() is None:
@@ -45,17 +45,17 @@ def test_kill_mid_run_then_resume_matches_uninterrupted(tmp_path):
     if killed_at is None:
         pytest.skip("the run finished before it could be killed mid-way (machine too fast)")
     # a killed run leaves no complete-looking outputs and no partial files
-    assert not (run / "metrics.json").exists()
-    assert not (run / "item_embeddings.npz").exists()
-    assert not [p for p in run.iterdir() if ".tmp" in p.name]
+    assert not (run / "trainer" / "metrics.json").exists()
+    assert not (run / "model" / "item_embeddings.npz").exists()
+    assert not [p for p in run.rglob("*") if ".tmp" in p.name]
 
     r = _dpmt(["train", "--resume", str(run), "--quiet"])
     assert r.returncode == 0, r.stderr
-    a = np.load(ref / "item_embeddings.npz")["V"]
-    b = np.load(run / "item_embeddings.npz")["V"]
+    a = np.load(ref / "model" / "item_embeddings.npz")["V"]
+    b = np.load(run / "model" / "item_embeddings.npz")["V"]
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-    led_a = json.loads((ref / "ledger.json").read_text())
-    led_b = json.loads((run / "ledger.json").read_text())
+    led_a = json.loads((ref / "model" / "ledger.json").read_text())
+    led_b = json.loads((run / "model" / "ledger.json").read_text())
     assert [x["name"] for x in led_b["releases"]] == [x["name"] for x in led_a["releases"]]
     assert led_b["epsilon"] == pytest.approx(led_a["epsilon"])
     assert led_b["epsilon"] <= 3.0 * (1 + 1e-6)

@@ -46,13 +46,16 @@ def test_private_fit_spends_at_most_target_and_ledger_is_complete(split):
     assert np.all(np.isfinite(res.item_embeddings))
 
 
-def test_same_seed_same_model_different_seed_different(split):
-    cfg = TrainConfig(weights="adaptive", epsilon=5.0, **SMALL)
+def test_same_noise_seed_same_model_and_no_seed_fresh_noise(split):
+    cfg = TrainConfig(weights="adaptive", epsilon=5.0, noise_seed=3, **SMALL)
     a = fit(split.train, cfg)
     b = fit(split.train, cfg)
-    c = fit(split.train, cfg.replace(seed=1))
+    c = fit(split.train, cfg.replace(noise_seed=4))
+    d = fit(split.train, cfg.replace(noise_seed=None))     # secret key from OS entropy
+    e = fit(split.train, cfg.replace(noise_seed=None))
     np.testing.assert_array_equal(a.item_embeddings, b.item_embeddings)
     assert not np.allclose(a.item_embeddings, c.item_embeddings)
+    assert not np.allclose(d.item_embeddings, e.item_embeddings)
 
 
 def test_nonprivate_als_beats_popularity_on_planted_data(split):
@@ -135,10 +138,15 @@ def test_b_noise_sensitivity_includes_the_label_range():
 def test_private_mean_is_charged_for_all_k_ratings_of_a_user():
     from dpmt.privacy import private_mean
 
+    import random
+
+    from dpmt.privacy.mechanisms import mean_lattice
+
     _, (rs, rc) = private_mean(np.array([1.0, 5.0]), np.array([0, 0]), low=-3, high=2, k=7,
                                sum_noise_std=1.0, count_noise_std=1.0,
-                               key=jax.random.PRNGKey(0))
-    assert rs.sensitivity == 7 * 3 and rc.sensitivity == 7
+                               cap_rng=np.random.default_rng(0), noise_rng=random.Random(0))
+    bits, step = mean_lattice(7, -3, 2)      # the sum is released on a lattice of 2^-bits
+    assert rs.sensitivity == step == 7 * math.ceil(3 * 2**bits) and rc.sensitivity == 7
 
 
 def test_counts_are_released_and_charged_once_for_every_weight_scheme(split, monkeypatch):
@@ -185,19 +193,24 @@ def test_run_writes_complete_run_directory(tmp_path):
                       weights="adaptive", epsilon=3.0, **SMALL)
     res = run(cfg, out_dir=tmp_path / "r", execution=QUIET)
     out = tmp_path / "r"
-    for f in ["config.json", "ledger.json", "metrics.json", "item_embeddings.npz", "train.log",
-              "model.json"]:
+    for f in ["trainer/config.json", "model/ledger.json", "trainer/metrics.json",
+              "model/item_embeddings.npz", "trainer/train.log", "model/model.json",
+              "trainer/checkpoint.npz", "trainer/PRIVATE.txt"]:
         assert (out / f).exists(), f
-    m = json.loads((out / "metrics.json").read_text())
+    # the shareable folder holds the model's three files and nothing else
+    assert sorted(p.name for p in (out / "model").iterdir()) == [
+        "item_embeddings.npz", "ledger.json", "model.json"]
+    m = json.loads((out / "trainer" / "metrics.json").read_text())
     assert "recall@20" in m["overall"] and len(m["buckets"]) == 5
     assert m["privacy"]["epsilon"] <= 3.0 * (1 + 1e-6)
     assert m["privacy"]["privacy_unit"].startswith("one user")
-    led = json.loads((out / "ledger.json").read_text())
+    led = json.loads((out / "model" / "ledger.json").read_text())
     assert led["epsilon"] == pytest.approx(res.epsilon)
-    z = np.load(out / "item_embeddings.npz")
+    z = np.load(out / "model" / "item_embeddings.npz")
     np.testing.assert_array_equal(z["V"], res.item_embeddings)
-    assert TrainConfig.from_dict(json.loads((out / "config.json").read_text())) == cfg
-    assert not list(out.glob("*.tmp*"))
+    assert TrainConfig.from_dict(json.loads((out / "trainer" / "config.json").read_text())) \
+        == cfg
+    assert not list(out.rglob("*.tmp*"))
 
 
 @pytest.mark.parametrize("bad, msg", [

@@ -169,6 +169,7 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
 
     from dpmt.config import TrainConfig
     from dpmt.privacy import private_counts
+    from dpmt.privacy.randomness import NoiseSource
     from dpmt.solvers import layout as layout_mod
     from dpmt.solvers.ssp import noisy_gramian, spectral_shift
     from dpmt.solvers.steps import ItemNoise, gd_item_step, make_steps, ssp_item_step
@@ -193,14 +194,17 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
                       solver="ssp", weights="adaptive", reg=1.0, item_solve=item_solve,
                       user_solve=user_solve)
     plan = make_plan(cfg)
-    k_counts, k_weights, k_init, k_iter = jax.random.split(jax.random.PRNGKey(seed), 4)
+    _, k_weights, k_init, k_iter = jax.random.split(jax.random.PRNGKey(seed), 4)
     t0 = time.perf_counter()
     # 1. private counts and user count, 2. weights, 3. layouts and steps: as fit does
     noisy_counts, noisy_n = None, float(train.n_users)
     if plan.counts is not None:
+        # a benchmark: reproducible noise on purpose (its model is never published)
+        src = NoiseSource.from_seed(seed)
         noisy_counts, noisy_n, _ = private_counts(
             train.user, train.item, train.n_items, k=cfg.effective_count_cap,
-            noise_std=plan.counts.noise_std, key=k_counts, include_user_count=True)
+            noise_std=plan.counts.noise_std, cap_rng=src.numpy_rng("counts/cap"),
+            noise_rng=src.random("counts/noise"), include_user_count=True)
     w = compute_weights(cfg, train, noisy_counts, noisy_n,
                         seed=int(jax.random.randint(k_weights, (), 0, 2**31 - 1)))
     steps = make_steps(cfg, train, w, devices=devices)

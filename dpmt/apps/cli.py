@@ -139,6 +139,10 @@ def cmd_recommend(args) -> int:
     print(f"(folded in from this history against the released item embeddings: joint DP; "
           f"the model's ε = {model.epsilon:.3g})" if model.private else
           "(non-private model)")
+    if model.private and model.noise_reproducible:
+        from dpmt.privacy.randomness import SEEDED_WARNING
+
+        print(f"WARNING: {SEEDED_WARNING}")
     return 0
 
 
@@ -215,14 +219,16 @@ def build_parser() -> argparse.ArgumentParser:
                                    + PRIVACY_UNIT_HELP)
     add_config_arguments(t)
     t.add_argument("--out", default=None, metavar="DIR",
-                   help="run directory = the saved model (model.json, item_embeddings.npz, "
-                        "ledger.json, metrics.json, config.json, train.log); default: not "
-                        "saved")
+                   help="run directory: DIR/model/ is the model, safe to share (model.json, "
+                        "item_embeddings.npz, ledger.json); DIR/trainer/ is the trainer's "
+                        "private state, never to share (checkpoint with the noise secret, "
+                        "config.json, exact metrics.json, train.log); default: not saved")
     t.add_argument("--overwrite", action="store_true",
                    help="replace a finished model or an unfinished run in --out")
     t.add_argument("--resume", metavar="RUN_DIR", default=None,
                    help="continue an interrupted run from its last completed iteration (its "
-                        "saved settings and random streams; nothing is charged twice)")
+                        "saved settings and its secret noise key, kept in DIR/trainer/; "
+                        "nothing is charged twice)")
     t.add_argument("--eval-set", choices=["validation", "test"], default="test",
                    help="which held-out split to report (default: test; tune on validation)")
     t.set_defaults(func=cmd_train)

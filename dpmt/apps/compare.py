@@ -138,8 +138,10 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
                 eps, compile_s = math.inf, 0.0
             else:
                 release_compiled_code()  # many fits in one process (dpmt.runtime)
-                res = fit(split.train, p.config.replace(seed=int(seed)), test=es,
-                          execution=quiet)
+                # a benchmark: reproducible noise on purpose (its models are never
+                # published; a published model's noise comes from OS entropy)
+                res = fit(split.train, p.config.replace(seed=int(seed), noise_seed=int(seed)),
+                          test=es, execution=quiet)
                 m, compile_s = res.metrics, res.compile_seconds
                 eps = res.epsilon if p.config.private else math.inf
             rows.append(_row(p.label, seed, eps, p.config, m, time.time() - t0, compile_s))
@@ -437,9 +439,10 @@ def demo_main(args) -> int:
     print(table)
     print(f"\nprivacy unit: {PRIVACY_UNIT}\nwrote {args.out}/summary.md and "
           f"{args.out}/head_tail.png")
-    model_dir = Path(args.out) / "model"
+    run_dir = Path(args.out) / "defaults"
+    model_dir = run_dir / "model"             # the shareable part; run_dir/trainer is private
     cfg = points[-1].config
-    trained = run(cfg, model_dir, execution=ExecutionConfig(progress=False), overwrite=True,
+    trained = run(cfg, run_dir, execution=ExecutionConfig(progress=False), overwrite=True,
                   baselines=False)
     model = Model.load(model_dir)            # what a user would do: load the saved model
     ids, scores = model.recommend(list(DEMO_HISTORY), k=3)

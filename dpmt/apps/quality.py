@@ -175,7 +175,8 @@ def run_dataset(ds: Dataset, ex: ExecutionConfig, bar=None) -> list[dict]:
             bar.update(1)
 
     for seed in ds.seeds:
-        base = ds.base.replace(seed=seed)
+        # reproducible noise on purpose: a benchmark's models are never published
+        base = ds.base.replace(seed=seed, noise_seed=seed)
         t = time.time()
         split = prepare_data(base, ex)
         train = split.train

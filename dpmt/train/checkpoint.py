@@ -6,6 +6,11 @@ ledger, the noisy counts, the private rating mean) and the fingerprints of the c
 belongs to. One ``.npz`` holds all of it, written atomically: a crash never separates a
 charged release from its output, and a checkpoint is never applied to another run's config
 or data (resume checks both fingerprints and refuses with the field that differs).
+
+A checkpoint is the trainer's **private state**: it holds the run's noise secret
+(:class:`~dpmt.privacy.randomness.NoiseSource`, so a resumed run draws the same noise and is
+bit-identical) and the fingerprint of the exact training data (a membership test). It lives
+in the run directory's ``trainer/`` folder and must never be shared.
 """
 
 from __future__ import annotations
@@ -22,10 +27,11 @@ import numpy as np
 from dpmt._io import atomic_save_npz
 from dpmt.errors import DataError
 from dpmt.privacy.ledger import PrivacyLedger
+from dpmt.privacy.randomness import NoiseSource
 from dpmt.solvers.steps import ItemState
 
 CHECKPOINT_FILE = "checkpoint.npz"
-CHECKPOINT_VERSION = 2
+CHECKPOINT_VERSION = 3     # 3: the run's noise secret (private state)
 
 
 class LoopState(NamedTuple):
@@ -54,10 +60,12 @@ class Checkpoint:
 
     def save(self, state: LoopState, ledger: PrivacyLedger | None, noisy_counts, noisy_n,
              history: list[dict], *, config_fingerprint: str, data_fingerprint: str,
-             label_offset: float | None = None, item_offsets=None) -> None:
+             noise: NoiseSource, label_offset: float | None = None, item_offsets=None,
+             selected_items=None) -> None:
         from flax import serialization
 
         arrays = {"version": np.array(CHECKPOINT_VERSION),
+                  "noise": np.array(json.dumps(noise.to_private_state())),
                   "V": np.asarray(state.V), "iteration": np.array(state.iteration),
                   "ledger": np.array("" if ledger is None else ledger.to_json()),
                   "history": np.array(json.dumps(history)),
@@ -69,6 +77,8 @@ class Checkpoint:
         if noisy_counts is not None:
             arrays["noisy_counts"] = np.asarray(noisy_counts)
             arrays["noisy_n"] = np.array(noisy_n)
+        if selected_items is not None:
+            arrays["selected_items"] = np.asarray(selected_items, bool)
         if label_offset is not None:
             arrays["label_offset"] = np.array(float(label_offset))
         if item_offsets is not None:
@@ -119,12 +129,15 @@ class Checkpoint:
                 item_state = ItemState(serialization.from_bytes(
                     template, raw["item_state"].tobytes()))
             state = {"V": raw["V"], "iteration": int(raw["iteration"]),
+                     "noise": NoiseSource.from_private_state(json.loads(str(raw["noise"]))),
                      "item_state": item_state,
                      "ledger": PrivacyLedger.from_dict(json.loads(led)) if led else None,
                      "history": json.loads(str(raw["history"]))}
             if "noisy_counts" in raw:
                 state["noisy_counts"] = raw["noisy_counts"]
                 state["noisy_n"] = float(raw["noisy_n"])
+            if "selected_items" in raw:
+                state["selected_items"] = raw["selected_items"].astype(bool)
             if "label_offset" in raw:
                 state["label_offset"] = float(raw["label_offset"])
             if "item_offsets" in raw:

@@ -47,6 +47,8 @@ from dpmt.config import ExecutionConfig, TrainConfig
 from dpmt.errors import ConfigError, DataError
 from dpmt.model import Model
 from dpmt.privacy import PrivacyLedger, private_counts
+from dpmt.privacy.mechanisms import select_items
+from dpmt.privacy.randomness import NoiseSource
 from dpmt.solvers.steps import ItemNoise, initial_item_state, make_steps
 from dpmt.train.checkpoint import Checkpoint, LoopState, data_fingerprint
 from dpmt.train.labels import rating_labels
@@ -58,12 +60,16 @@ log = logging.getLogger("dpmt.train")
 
 def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
         item_features: np.ndarray | None = None, execution: ExecutionConfig | None = None,
-        run_dir: str | os.PathLike | None = None, resume: bool = False) -> Model:
+        run_dir: str | os.PathLike | None = None, resume: bool = False,
+        noise: NoiseSource | None = None) -> Model:
     """Train item embeddings on ``train`` under user-level DP; evaluate if eval sets are given.
 
     Args:
       train: training :class:`~dpmt.data.Ratings` (implicit feedback: values are ignored,
-        every entry is a positive with label 1). One entry per (user, item) pair.
+        every entry is a positive with label 1). One entry per (user, item) pair. When its
+        item space is not public (``train.items_public`` False: ids read from the ratings
+        themselves), a private run first selects the items it releases by private partition
+        selection (noisy thresholded counts), so no item appears because one user rated it.
       config: a :class:`~dpmt.config.TrainConfig` (default settings if None).
       validation, test: optional :class:`~dpmt.data.splits.EvalSet` (history + targets in the
         same index space as ``train``); metrics are computed on ``test`` if given, else on
@@ -71,40 +77,51 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
       item_features: (m, f) public item features for ``gd.encoder='mlp'``.
       execution: an :class:`~dpmt.config.ExecutionConfig` (devices, progress); cannot change
         the model.
-      run_dir: if given, a checkpoint after every iteration goes there (for ``resume``).
-      resume: continue from ``run_dir``'s checkpoint (same random streams, nothing charged
-        twice; the checkpoint must belong to this config and this data).
+      run_dir: if given, the trainer's private state goes there after every iteration (the
+        checkpoint, with the noise secret: for ``resume``; never to be shared).
+      resume: continue from ``run_dir``'s checkpoint (same noise, nothing charged twice; the
+        checkpoint must belong to this config and this data).
+      noise: the run's :class:`~dpmt.privacy.randomness.NoiseSource`. Default: a fresh secret
+        from OS entropy, or, when ``config.noise_seed`` is set, one derived from it (then the
+        model is NOT private against whoever knows the seed, and says so); on resume, the
+        checkpoint's.
 
     Returns:
-      a :class:`~dpmt.model.Model` (released V, raw item ids, ledger, metrics).
+      a :class:`~dpmt.model.Model` (released V, item ids, ledger, metrics).
     """
     cfg, ex, eval_set = _check_inputs(train, config, execution, validation, test)
+    if resume and run_dir is None:
+        raise ConfigError("resume=True needs the run_dir whose checkpoint to continue")
+    if noise is not None and not isinstance(noise, NoiseSource):
+        raise ConfigError(f"noise must be a dpmt.privacy.randomness.NoiseSource (got "
+                          f"{type(noise).__name__})")
     if ex.lapack_threads != 0:
         from dpmt.runtime import limit_lapack_threads
 
         limit_lapack_threads(ex.lapack_threads)
     t_start = time.time()
-    plan = make_plan(cfg)            # refuses an unmeetable budget before data is read
-    root = jax.random.PRNGKey(cfg.seed)
-    k_counts, k_weights, k_init, k_iter = jax.random.split(root, 4)
+    select = cfg.private and not getattr(train, "items_public", False)
+    plan = make_plan(cfg, select_items=select)   # refuses an unmeetable budget before data
+    src = noise if noise is not None else NoiseSource.create(cfg.noise_seed)
     ledger = None if plan is None else PrivacyLedger(cfg.delta, epsilon_budget=cfg.epsilon,
                                                      accountant=cfg.accountant)
     ckpt = Checkpoint(run_dir) if run_dir is not None else None
     fingerprints = dict(config_fingerprint=cfg.fingerprint(),
                         data_fingerprint=data_fingerprint(train))
 
-    # the layouts and steps first: everything that can fail on the data fails before a
-    # single release is made
-    V0 = initial_items(k_init, train.n_items, cfg.dim, cfg.init_scale)
-
     saved = None
     if ckpt is not None and resume:
         # the template fixes the item state's structure; the values come from the file
-        template = initial_item_state(cfg, train.n_items, item_features, k_init)
+        template = initial_item_state(cfg, train.n_items, item_features, src.jax_key("init"))
         saved = ckpt.load(item_state_template=template, **fingerprints)
         if saved is not None:
+            if noise is not None and saved["noise"] != noise:
+                raise DataError(f"the checkpoint in {run_dir} was drawn from another noise "
+                                "source than the one given: resume with the run's own")
+            src = saved["noise"]
             ledger = saved["ledger"]
             _check_resumed_ledger(saved, plan, cfg)
+    k_init, k_iter = src.jax_key("init"), src.jax_key("iterations")
 
     # 0b. rating task: the private global mean centres the labels; y = clip(r − μ̂, ±c)
     offset, labels = None, None
@@ -112,34 +129,46 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
         if saved is not None and "label_offset" in saved:
             offset = saved["label_offset"]
         else:
-            offset = _release_mean(cfg, plan, ledger, train, jax.random.fold_in(root, 7))
+            offset = _release_mean(cfg, plan, ledger, train, src)
         labels = rating_labels(train.value, offset, cfg.label_clip)
 
     # 1. private counts (+ user count), 2. weights
-    noisy_counts = noisy_n = None
-    if cfg.needs_counts:
+    noisy_counts = noisy_n = selected = None
+    if cfg.needs_counts or select:
         if saved is not None and "noisy_counts" in saved:
             noisy_counts, noisy_n = saved["noisy_counts"], saved["noisy_n"]
+            selected = saved.get("selected_items")
         else:
             rel = plan.counts
             noisy_counts, noisy_n, _ = private_counts(
                 train.user, train.item, train.n_items, k=cfg.effective_count_cap,
-                noise_std=rel.noise_std, key=k_counts, ledger=None, include_user_count=True)
+                noise_std=rel.noise_std, cap_rng=src.numpy_rng("counts/cap"),
+                noise_rng=src.random("counts/noise"), ledger=None, include_user_count=True)
             ledger.record(rel)
+            if select:
+                selected = select_items(noisy_counts, plan.item_threshold)
         _warn_if_delta_protects_nobody(cfg, noisy_n)
+    released_counts = noisy_counts          # as released: before any selection
+    if selected is not None:
+        # private partition selection: only the items whose released count passed the
+        # threshold exist from here on; the others are dropped with their ratings
+        train, eval_set, item_features, labels = _restrict_items(
+            train, eval_set, item_features, labels, selected)
+        noisy_counts = np.asarray(noisy_counts)[selected]
+    V0 = initial_items(k_init, train.n_items, cfg.dim, cfg.init_scale)
     item_offsets = None
     if cfg.task == "rating" and cfg.item_offsets:
         if saved is not None and "item_offsets" in saved:
             item_offsets = saved["item_offsets"]
         else:
             item_offsets = _release_item_offsets(cfg, plan, ledger, train, labels, noisy_counts,
-                                                 jax.random.fold_in(root, 8))
+                                                 src)
         labels = rating_labels(train.value, offset + item_offsets[train.item], cfg.label_clip)
     # 1b. the private spectral start (issue 10), once; a resumed run restarts from its saved
     # V (the release is already in the checkpoint's ledger: _check_resumed_ledger)
     if cfg.init == "spectral" and saved is None:
         V0 = _spectral_start(cfg, plan, ledger, train, noisy_counts, V0,
-                             jax.random.fold_in(root, 9))
+                             src.jax_key("spectral"))
     # 2. auto settings from released statistics only (n̂, ε): dpmt.train.defaults
     from dpmt.train.defaults import explain, resolve
 
@@ -147,7 +176,7 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
     if why:
         log.info("auto settings: %s", explain(why))
     w = compute_weights(model_cfg, train, noisy_counts, noisy_n,
-                        seed=int(jax.random.randint(k_weights, (), 0, 2**31 - 1)))
+                        seed=int(src.numpy_rng("weights").integers(0, 2**31 - 1)))
     _check_weight_budget(model_cfg, train, w)
 
     steps = make_steps(model_cfg, train, w, labels=labels, item_features=item_features,
@@ -181,31 +210,33 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
             extra = cfg.gravity * noisy_gramian(U, k_gram, sigma_g)
         # c. private item step
         if cfg.solver == "ssp":
-            noise = ItemNoise(sigma_A=_charge(ledger, rel.ssp_A if rel else None),
-                              sigma_b=_charge(ledger, rel.ssp_b if rel else None))
+            noise_t = ItemNoise(sigma_A=_charge(ledger, rel.ssp_A if rel else None),
+                                sigma_b=_charge(ledger, rel.ssp_b if rel else None))
         else:
             if rel is not None:
                 ledger.record(rel.gd)
-            noise = ItemNoise(gd_multiplier=0.0 if rel is None else rel.gd.noise_multiplier)
-        V, item_state = item.update(state.item_state, V, U, k_item, noise, extra, n_norm)
+            noise_t = ItemNoise(gd_multiplier=0.0 if rel is None else rel.gd.noise_multiplier)
+        V, item_state = item.update(state.item_state, V, U, k_item, noise_t, extra, n_norm)
         V = jnp.asarray(V, jnp.float32)
         if not bool(jnp.all(jnp.isfinite(V))):
             raise ConfigError(_divergence_message(model_cfg, t))
         state = LoopState(V, t + 1, item_state)
-        eps = 0.0 if ledger is None else ledger.epsilon()
+        eps = math.inf if ledger is None else ledger.epsilon()
         history.append({"iteration": t, "epsilon": eps, "seconds": time.time() - t_start})
         bar.update(eps)
         if ckpt is not None:
-            ckpt.save(state, ledger, noisy_counts, noisy_n, history, label_offset=offset,
-                      item_offsets=item_offsets, **fingerprints)
+            ckpt.save(state, ledger, released_counts, noisy_n, history, noise=src,
+                      label_offset=offset, item_offsets=item_offsets, selected_items=selected,
+                      **fingerprints)
     bar.close()
 
     if noisy_counts is None and not cfg.private and model_cfg.uses_popularity_prior:
         noisy_counts = train.item_counts()      # non-private (ε = ∞): the exact counts
     model = Model(item_embeddings=np.asarray(state.V), item_ids=train.item_ids, config=model_cfg,
                   ledger=ledger, item_counts=None if noisy_counts is None else
-                  np.asarray(noisy_counts, np.float64), history=history, label_offset=offset,
-                  item_offsets=item_offsets, auto_settings=explain(why))
+                  np.asarray(noisy_counts), history=history, label_offset=offset,
+                  item_offsets=item_offsets, auto_settings=explain(why),
+                  noise_reproducible=cfg.private and src.reproducible)
     model.compile_seconds = _compile_seconds(history, t_loop - t_start)
     if eval_set is not None:
         from dpmt.train.evaluate import evaluate, evaluate_ratings
@@ -216,8 +247,41 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
     return model
 
 
-def _release_item_offsets(cfg: TrainConfig, plan, ledger, train, labels, noisy_counts, key
-                          ) -> np.ndarray:
+def _restrict_items(train, eval_set, item_features, labels, keep: np.ndarray):
+    """``train`` (and the eval set, features, labels) on the items of ``keep`` only: the
+    privately selected item space, re-indexed 0..m'-1 in the original order."""
+    from dpmt.data.ratings import Ratings
+    from dpmt.data.splits import EvalSet
+
+    keep = np.asarray(keep, bool)
+    if int(keep.sum()) < 2:
+        raise DataError(f"private item selection kept {int(keep.sum())} of {keep.size} items "
+                        "(each needs a released count above the threshold): the data is too "
+                        "small for a private item list; give the public item catalogue "
+                        "(--items FILE, or Ratings.from_raw(..., items=...))")
+    new_index = np.cumsum(keep) - 1
+
+    def restrict(r):
+        rows = keep[r.item]
+        # items_public: the selected list is a DP release (private partition selection)
+        return Ratings(user=r.user[rows], item=new_index[r.item[rows]], value=r.value[rows],
+                       user_ids=r.user_ids, item_ids=r.item_ids[keep],
+                       timestamp=None if r.timestamp is None else r.timestamp[rows],
+                       name=r.name, items_public=True), rows
+
+    new_train, rows = restrict(train)
+    if labels is not None:
+        labels = np.asarray(labels)[rows]
+    if eval_set is not None:
+        eval_set = EvalSet(history=restrict(eval_set.history)[0],
+                           targets=restrict(eval_set.targets)[0])
+    if item_features is not None:
+        item_features = np.asarray(item_features)[keep]
+    return new_train, eval_set, item_features, labels
+
+
+def _release_item_offsets(cfg: TrainConfig, plan, ledger, train, labels, noisy_counts,
+                          src: NoiseSource) -> np.ndarray:
     """b̂_i from private per-item sums of the centred labels (exact means if non-private)."""
     from dpmt.privacy.mechanisms import private_item_offsets
 
@@ -228,7 +292,9 @@ def _release_item_offsets(cfg: TrainConfig, plan, ledger, train, labels, noisy_c
         return np.clip(sums / (n + 5.0), -cfg.label_clip, cfg.label_clip)
     b = private_item_offsets(labels, train.user, train.item, train.n_items, noisy_counts,
                              k=cfg.effective_count_cap, clip=cfg.label_clip,
-                             noise_std=plan.item_offsets.noise_std, key=key)
+                             noise_std=plan.item_offsets.noise_std,
+                             cap_rng=src.numpy_rng("offsets/cap"),
+                             noise_rng=src.random("offsets/noise"))
     ledger.record(plan.item_offsets)
     return b
 
@@ -247,7 +313,7 @@ def _spectral_start(cfg: TrainConfig, plan, ledger, train, noisy_counts, V_rando
     return si.spectral_start(V_random, top, si.release(C, key, sigma), cfg.init_scale)
 
 
-def _release_mean(cfg: TrainConfig, plan, ledger, train, key) -> float:
+def _release_mean(cfg: TrainConfig, plan, ledger, train, src: NoiseSource) -> float:
     """μ̂: the private global mean (each user capped at k ratings clipped to the rating
     range), or the exact mean for a non-private run."""
     from dpmt.privacy import private_mean
@@ -257,7 +323,8 @@ def _release_mean(cfg: TrainConfig, plan, ledger, train, key) -> float:
         return float(np.clip(np.mean(np.asarray(train.value, np.float64)), lo, hi))
     mean, _ = private_mean(train.value, train.user, low=lo, high=hi,
                            k=cfg.effective_count_cap, sum_noise_std=plan.mean_sum.noise_std,
-                           count_noise_std=plan.mean_count.noise_std, key=key)
+                           count_noise_std=plan.mean_count.noise_std,
+                           cap_rng=src.numpy_rng("mean/cap"), noise_rng=src.random("mean/noise"))
     ledger.record(plan.mean_sum)
     ledger.record(plan.mean_count)
     return mean

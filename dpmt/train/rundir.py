@@ -1,12 +1,18 @@
-"""Run directories: load and split the data, train, evaluate, save — a run directory *is* a
-saved model (:meth:`dpmt.model.Model.load` reads it).
+"""Run directories: load and split the data, train, evaluate, save.
 
-Files (each written atomically): ``config.json`` (the TrainConfig, at the start),
-``checkpoint.npz`` (after every iteration, for resume), and at the end ``model.json``,
-``item_embeddings.npz``, ``ledger.json``, ``metrics.json``, ``baselines.json`` and
-``train.log``. While a process trains in a directory it holds ``.lock`` (its pid); a second
-process is refused, a stale lock (dead pid) is taken over. A directory that holds a finished
-model is not trained over unless ``overwrite=True``.
+A run directory has two parts, kept apart because an attacker may read whatever is shared:
+
+* ``model/`` — **the model, safe to share**: ``model.json``, ``item_embeddings.npz`` (V, the
+  item ids, the released counts), ``ledger.json``. Everything in it is a DP release or public
+  metadata; :meth:`dpmt.model.Model.load` reads it (given the run directory or ``model/``).
+* ``trainer/`` — **the trainer's private state, never to be shared**: ``config.json`` (with
+  the noise seed if one was given), ``checkpoint.npz`` (the noise secret, the fingerprint of
+  the exact training data), ``metrics.json`` (exact evaluation statistics) and ``train.log``.
+
+Each file is written atomically; ``model/model.json`` last, so the run is a model from then
+on. While a process trains in a directory it holds ``.lock`` (its pid); a second process is
+refused, a stale lock (dead pid) is taken over. A directory that holds a finished model is
+not trained over unless ``overwrite=True``.
 """
 
 from __future__ import annotations
@@ -21,15 +27,30 @@ import numpy as np
 from dpmt._io import atomic_write_json, atomic_write_text, check_output_path
 from dpmt.config import ExecutionConfig, TrainConfig
 from dpmt.errors import ConfigError, DataError
-from dpmt.model import MODEL_FILE, Model
+from dpmt.model import MODEL_FILE, SHARED_DIR, TRAINER_DIR, Model
+from dpmt.train.checkpoint import CHECKPOINT_FILE
 from dpmt.train.plan import make_plan
 
 CONFIG_FILE = "config.json"
 LOCK_FILE = ".lock"
+PRIVATE_NOTE = ("PRIVATE: this folder holds the trainer's state (the noise secret, the "
+                "fingerprint of the exact training data, exact evaluation metrics). Never "
+                "share it: whoever reads it can undo the noise. Share ../model/ only.\n")
+
+
+def model_dir(out: Path) -> Path:
+    """The shareable part of run directory ``out``."""
+    return Path(out) / SHARED_DIR
+
+
+def trainer_dir(out: Path) -> Path:
+    """The private part of run directory ``out``."""
+    return Path(out) / TRAINER_DIR
 
 
 def prepare_data(cfg: TrainConfig, execution: ExecutionConfig | None = None):
-    """Load, binarise and split ``cfg.dataset`` (deterministic given ``cfg.seed``).
+    """Load, binarise and split ``cfg.dataset`` (deterministic given ``cfg.seed``, the public
+    split seed; each user's part is decided by that user alone: neighbour-stable).
 
     Implicit or explicit is decided by the source, never by the values: ``synthetic:...``
     data is implicit (every entry a positive); everything else holds ratings, and ratings
@@ -49,6 +70,8 @@ def prepare_data(cfg: TrainConfig, execution: ExecutionConfig | None = None):
         kw["rating_range"] = parse_rating_range(cfg.rating_range)
     if cfg.on_duplicate != "error":
         kw["on_duplicate"] = cfg.on_duplicate
+    if cfg.items is not None:
+        kw["items"] = cfg.items
     r = load(cfg.dataset, data_dir=ex.data_dir, progress=ex.progress, **kw)
     if cfg.task == "rating":
         if cfg.dataset.startswith("synthetic"):
@@ -64,8 +87,13 @@ def prepare_data(cfg: TrainConfig, execution: ExecutionConfig | None = None):
         split = per_user_split(pos, fractions=cfg.split_fractions, seed=cfg.seed)
     else:
         pos = filter_min_counts(pos, min_user=5)
-        split = heldout_users_split(pos, n_validation=cfg.heldout_users,
-                                    n_test=cfg.heldout_users, seed=98765 + cfg.seed)
+        if cfg.heldout_fraction is not None:       # exactly neighbour-stable
+            split = heldout_users_split(pos, validation_fraction=cfg.heldout_fraction,
+                                        test_fraction=cfg.heldout_fraction,
+                                        seed=98765 + cfg.seed)
+        else:
+            split = heldout_users_split(pos, n_validation=cfg.heldout_users,
+                                        n_test=cfg.heldout_users, seed=98765 + cfg.seed)
     if split.train.n_users < 2 or split.train.n_items < 2:
         raise DataError(f"{cfg.dataset}: {split.train.n_users} users × {split.train.n_items} "
                         "items after the split is too small to train or to protect anyone")
@@ -114,11 +142,12 @@ def _alive(pid: int) -> bool:
 def check_output_dir(out: Path, *, resume: bool, overwrite: bool) -> None:
     """Refuse an ``--out`` that cannot take this run, before anything is computed."""
     check_output_path(out, "--out", folder=True)
-    if not resume and (out / MODEL_FILE).exists() and not overwrite:
+    finished = (model_dir(out) / MODEL_FILE).exists()
+    if not resume and finished and not overwrite:
         raise ConfigError(f"{out} already holds a trained model; use another --out, or "
                           "--overwrite to replace it")
-    if not resume and (out / "checkpoint.npz").exists() and not overwrite \
-            and not (out / MODEL_FILE).exists():
+    if not resume and (trainer_dir(out) / CHECKPOINT_FILE).exists() and not overwrite \
+            and not finished:
         raise ConfigError(f"{out} holds an unfinished run; continue it with `dpmt train "
                           f"--resume {out}`, or pass --overwrite to start over")
 
@@ -146,7 +175,7 @@ def run(cfg: TrainConfig, out_dir: str | os.PathLike | None = None, *,
                 raise ConfigError(f"cannot resume {out} with a different configuration ("
                                   + "; ".join(saved.diff(cfg)) + "); resume with the same "
                                   "settings or start a new --out")
-            if (out / MODEL_FILE).exists():      # finished: nothing to train or charge
+            if (model_dir(out) / MODEL_FILE).exists():   # finished: nothing to train or charge
                 return Model.load(out)
         split = prepare_data(cfg, ex)
         features = None
@@ -157,9 +186,11 @@ def run(cfg: TrainConfig, out_dir: str | os.PathLike | None = None, *,
         es = split.test if eval_set == "test" else split.validation
         if out is not None:
             if overwrite and not resume:
-                for name in (MODEL_FILE, "checkpoint.npz"):
-                    (out / name).unlink(missing_ok=True)
-            atomic_write_text(out / CONFIG_FILE, cfg.to_json())
+                (model_dir(out) / MODEL_FILE).unlink(missing_ok=True)
+                (trainer_dir(out) / CHECKPOINT_FILE).unlink(missing_ok=True)
+            trainer_dir(out).mkdir(parents=True, exist_ok=True)
+            atomic_write_text(trainer_dir(out) / "PRIVATE.txt", PRIVATE_NOTE)
+            atomic_write_text(trainer_dir(out) / CONFIG_FILE, cfg.to_json())
         model = _fit(split.train, cfg, es, features, ex, out, resume)
         if model.metrics is not None:
             model.metrics["eval_set"] = eval_set
@@ -173,8 +204,8 @@ def run(cfg: TrainConfig, out_dir: str | os.PathLike | None = None, *,
 def _fit(train, cfg, es, features, ex, out, resume):
     from dpmt.train.loop import fit
 
-    return fit(train, cfg, test=es, item_features=features, execution=ex, run_dir=out,
-               resume=resume)
+    return fit(train, cfg, test=es, item_features=features, execution=ex,
+               run_dir=None if out is None else trainer_dir(out), resume=resume)
 
 
 def baseline_metrics(model: Model, train, eval_set) -> dict:
@@ -195,7 +226,7 @@ def baseline_metrics(model: Model, train, eval_set) -> dict:
 
 def read_config(out: Path) -> TrainConfig:
     """The TrainConfig saved in run directory ``out`` (clear errors if missing/corrupt)."""
-    path = out / CONFIG_FILE
+    path = trainer_dir(out) / CONFIG_FILE
     if not path.exists():
         raise ConfigError(f"cannot resume {out}: no {CONFIG_FILE} there (was it started with "
                           "`dpmt train --out`?)")
@@ -208,14 +239,17 @@ def read_config(out: Path) -> TrainConfig:
 
 
 def write_run(model: Model, out: Path) -> None:
-    """The model files (:meth:`Model.save`), metrics and a text log."""
+    """The trainer's metrics and log (``trainer/``), then the shareable model (``model/``,
+    :meth:`Model.save`; its ``model.json`` last: the directory is a model from here on)."""
     from dpmt._io import jsonable
 
+    private = trainer_dir(out)
+    private.mkdir(parents=True, exist_ok=True)
     if model.metrics is not None:
-        atomic_write_json(out / "metrics.json", model.metrics)
+        atomic_write_json(private / "metrics.json", model.metrics)
     lines = [json.dumps(jsonable(h)) for h in model.history]
     lines.append(model.report())
     if model.ledger is not None:
         lines.append(model.ledger.summary())
-    atomic_write_text(out / "train.log", "\n".join(lines) + "\n")
-    model.save(out)       # model.json last: the directory is a model from here on
+    atomic_write_text(private / "train.log", "\n".join(lines) + "\n")
+    model.save(model_dir(out))
