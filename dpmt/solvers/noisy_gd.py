@@ -49,7 +49,7 @@ import optax
 from jax.sharding import PartitionSpec as P
 
 from dpmt.errors import ConfigError, check_range
-from dpmt.solvers import sharding
+from dpmt.solvers import noise, sharding
 from dpmt.solvers.encoders import EmbeddingEncoder
 from dpmt.solvers.layout import (DEFAULT_MAX_CHUNK_BYTES, Chunk, Layout, count_trace,
                                  gather_slots, require_unsegmented)
@@ -74,6 +74,23 @@ def noisy_gd_sensitivity(clip_norm: float) -> float:
     sum changes by one clipped gradient, of norm ≤ G)."""
     check_range("clip_norm", clip_norm, low=0, low_open=True)
     return float(clip_norm)
+
+
+def gd_noise_draws(n_params: int, steps: int) -> int:
+    """Normals released by :func:`noisy_gd` over ``steps`` steps, for the sampler's δ
+    (:func:`~dpmt.solvers.noise.tail_delta`, :func:`~dpmt.solvers.noise.edge_delta` with
+    ``n_params`` coordinates per step): ``n_params·steps``.
+
+    Each step adds one 64-bit normal (:func:`dpmt.solvers.noise.normal`) to every entry of the
+    clipped gradient sum, a pytree like ``params``. ``n_params`` is the total size of its
+    leaves, e.g. ``n_items·d`` for an :class:`~dpmt.solvers.encoders.EmbeddingEncoder`
+    (``sum(x.size for x in jax.tree_util.tree_leaves(params))``). The Poisson sample adds no
+    normal.
+    """
+    n_params, steps = int(n_params), int(steps)
+    if n_params < 0 or steps < 0:
+        raise ConfigError(f"gd_noise_draws needs n_params, steps ≥ 0; got {n_params}, {steps}")
+    return n_params * steps
 
 
 def noisy_gd_dp_event(noise_multiplier: float, steps: int,
@@ -288,7 +305,8 @@ def _noisy_gradient_impl(encoder, params, layout, X, weights, labels, key, clip_
     leaves, treedef = jax.tree_util.tree_flatten(gsum)
     keys = jax.random.split(k_noise, len(leaves))
     std = noise_multiplier * clip_norm
-    noisy = [g + std * jax.random.normal(k, g.shape, g.dtype) for g, k in zip(leaves, keys)]
+    # 64-bit normals (dpmt.solvers.noise): gd_noise_draws counts them for the sampler's δ
+    noisy = [g + std * noise.normal(k, g.shape, g.dtype) for g, k in zip(leaves, keys)]
     noisy = jax.tree_util.tree_unflatten(treedef, noisy)
     denom = q * num_users
     out = jax.tree_util.tree_map(lambda g, p: g / denom + (reg / num_users) * p, noisy, params)

@@ -68,6 +68,18 @@ def spectral_sensitivity() -> float:
     return SENSITIVITY
 
 
+def spectral_noise_draws(K: int) -> int:
+    """Normals released by :func:`release` of a ``(K, K)`` co-occurrence: ``K(K+1)/2``, the
+    upper triangle of :func:`~dpmt.solvers.ssp.symmetric_noise` (64-bit normals of
+    :mod:`dpmt.solvers.noise`), for the sampler's δ (:func:`~dpmt.solvers.noise.tail_delta`,
+    :func:`~dpmt.solvers.noise.edge_delta`). ``K = len(top_items(counts, spectral_items))``,
+    i.e. ``min(n_items, spectral_items)``."""
+    K = int(K)
+    if K < 0:
+        raise ValueError(f"spectral_noise_draws needs K ≥ 0; got {K}")
+    return K * (K + 1) // 2
+
+
 def top_items(counts, k: int) -> np.ndarray:
     """The ``k`` items with the largest ``counts`` (released noisy counts in a private run),
     largest first, ties broken by the smaller item index. int64 (min(k, m),)."""
@@ -111,8 +123,9 @@ def cooccurrence(user, item, n_users: int, top) -> np.ndarray:
 def release(C, key: jax.Array, sigma) -> jax.Array:
     """``Ĉ = C + E``, E the noisy Gramian's symmetric noise at size K
     (:func:`~dpmt.solvers.ssp.symmetric_noise` of ``key``) with std ``sigma`` on the upper
-    triangle, diagonal included (``sigma = 0``: C itself, the non-private run). Traceable
-    (the audit vmaps it over keys). float32 (K, K)."""
+    triangle, diagonal included (``sigma = 0``: C itself, the non-private run): the
+    :func:`spectral_noise_draws` ``(K)`` 64-bit normals of :mod:`dpmt.solvers.noise`.
+    Traceable (the audit vmaps it over keys). float32 (K, K)."""
     from dpmt.solvers.ssp import symmetric_noise
 
     C = jnp.asarray(C, jnp.float32)

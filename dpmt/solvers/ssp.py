@@ -139,11 +139,38 @@ def gramian(U: jax.Array) -> jax.Array:
 
 
 # -- noise ---------------------------------------------------------------------------------------
-# Threefry normals (:mod:`dpmt.solvers.noise`): the values of ``jax.random.normal`` with
-# non-partitionable threefry counters, computed faster on XLA:CPU; a symmetric E_i from d(d+1)/2.
+# 64-bit threefry normals (:mod:`dpmt.solvers.noise`: range ±9.16, the truncation charged by
+# ``noise.tail_delta`` / ``noise.edge_delta``); a symmetric E_i from d(d+1)/2 of them.
 def noise_words(d: int) -> int:
     """Standard normals drawn per item: ``d(d+1)/2`` for ``E_i`` and ``d`` for ``e_i``."""
     return symmetric_words(d) + d
+
+
+def ssp_noise_draws(n_items: int, d: int) -> tuple[int, int]:
+    """Normals released by one SSP item step, for the sampler's δ (:func:`noise.tail_delta
+    <dpmt.solvers.noise.tail_delta>`, :func:`~dpmt.solvers.noise.edge_delta`):
+    ``(n_items·d(d+1)/2, n_items·d)`` for the ``{Â_i}`` and ``{b̂_i}`` releases.
+
+    Every item gets noise, rated or not (:func:`ssp_item_step`, :func:`ssp_solve`,
+    :func:`privatize_statistics` and the sharded step alike). Item ``i``'s ``noise_words(d)``
+    normals are one :func:`~dpmt.solvers.noise.normal_words` row of ``fold_in(key, i)``: one
+    hash per normal, none discarded. Pad rows of a layout or of a batch redraw a real item's
+    normals (the same values) or draw noise that is never released. Neither adds a released
+    normal.
+    """
+    n_items, d = int(n_items), int(d)
+    if n_items < 0 or d < 0:
+        raise ConfigError(f"ssp_noise_draws needs n_items, d ≥ 0; got {n_items}, {d}")
+    return n_items * symmetric_words(d), n_items * d
+
+
+def gramian_noise_draws(d: int) -> int:
+    """Normals released by one :func:`noisy_gramian` of ``d``-dimensional users:
+    ``d(d+1)/2``, the upper triangle of :func:`symmetric_noise`."""
+    d = int(d)
+    if d < 0:
+        raise ConfigError(f"gramian_noise_draws needs d ≥ 0; got {d}")
+    return symmetric_words(d)
 
 
 @jax.jit(static_argnums=(1,))
@@ -153,9 +180,9 @@ def symmetric_noise(key: jax.Array, d: int, sigma) -> jax.Array:
     The diagonal has variance ``σ²`` too (not ``2σ²`` as ``(Z + Zᵀ)/√2``-style symmetrisation
     would give); see :func:`ssp_sensitivities` for why this calibration is valid. float32.
     Drawn like one item's ``E_i`` (:func:`_batch_noise`) from ``key`` itself, without the
-    ``fold_in``: :func:`~dpmt.solvers.noise.symmetric_from_words` of
-    ``jax.random.normal(key, (symmetric_words(d),))`` (non-partitionable threefry,
-    :func:`~dpmt.solvers.noise.normal_words`).
+    ``fold_in``: :func:`~dpmt.solvers.noise.symmetric_from_words` of the
+    ``symmetric_words(d)`` 64-bit normals :func:`~dpmt.solvers.noise.normal_words` of
+    ``key`` (:func:`gramian_noise_draws`).
     """
     z = normal_words(key_words(key), symmetric_words(d))
     return symmetric_from_words(z, d) * sigma
@@ -173,9 +200,9 @@ def noisy_gramian(U: jax.Array, key: jax.Array, sigma) -> jax.Array:
 def _batch_noise(key, idx, d, sigma_A, sigma_b):
     """Noise ``E (n, d, d)``, ``e (n, d)`` float32 of items ``idx (n,)`` (int, any order).
 
-    Item ``i``: ``z = jax.random.normal(fold_in(key, i), (noise_words(d),))`` with threefry's
-    non-partitionable counters (:func:`~dpmt.solvers.noise.normal_words`: the same values,
-    computed 3-5x faster on CPU), then ``E_i = σ_A · symmetric_from_words(z, d)`` (the upper
+    Item ``i``: ``z`` = the ``noise_words(d)`` 64-bit normals of ``fold_in(key, i)``
+    (:func:`~dpmt.solvers.noise.normal_words`), then
+    ``E_i = σ_A · symmetric_from_words(z, d)`` (the upper
     triangle, diagonal included, is ``z[:d(d+1)/2]`` row by row, mirrored) and
     ``e_i = σ_b · z[d(d+1)/2:]``. That is ``d(d+1)/2 + d`` normals per item, not ``d² + d``.
     A function of (key, i) only, computed elementwise over ``idx``, so it is the same for any
