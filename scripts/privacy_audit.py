@@ -2,13 +2,16 @@
 """Empirical privacy audits of dpmt's mechanisms (full size) and of their broken twins.
 
 Runs :func:`experiments.audits.run_all` and prints / writes the table: mechanism, claimed ε, δ,
-trials, empirical ε lower bound (with CI) and the broken twin's bound. ``--repeats R`` also
-re-runs each audit and twin at ``--repeat-trials`` trials with R seeds to measure the tests'
-false-failure rates. See ``experiments/audits.py`` for the audits and ``dpmt/audit.py``
-for the statistics.
+trials, empirical ε lower bound (with CI, and the audit that gave it: GDP for the Gaussian
+mechanisms, threshold for the online ones) and each broken twin's bound (``--twins``: gross,
+subtle, finest; see ``experiments.audits.TWINS``). ``--repeats R`` also re-runs each audit
+and twin at ``--repeat-trials`` trials with R seeds to measure the tests' false-failure
+rates. See ``experiments/audits.py`` for the audits, ``dpmt/audit.py`` for the statistics,
+and ``scripts/audit_power.py`` / ``docs/audit_power.md`` for the measured power.
 
     python scripts/privacy_audit.py                      # 50,000 trials per dataset
     python scripts/privacy_audit.py --trials 4000 --out runs/audit
+    python scripts/privacy_audit.py --twins gross subtle finest
 """
 
 import argparse
@@ -29,6 +32,9 @@ def main(argv=None) -> int:
     p.add_argument("--confidence", type=float, default=0.95)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--mechanisms", nargs="+", default=None, choices=list(audits.MECHANISMS))
+    p.add_argument("--twins", nargs="+", default=["gross", "subtle"],
+                   choices=["gross", "subtle", "finest"])
+    p.add_argument("--repeat-twin", default="subtle", choices=["gross", "subtle", "finest"])
     p.add_argument("--repeats", type=int, default=0,
                    help="also estimate false-failure rates from this many seeds")
     p.add_argument("--repeat-trials", type=int, default=4000)
@@ -44,7 +50,8 @@ def main(argv=None) -> int:
             print(f"[{time.time() - t0:7.1f}s] {r.summary()}", file=sys.stderr, flush=True)
 
     pairs = audits.run_all(args.trials, confidence=args.confidence, seed=args.seed,
-                           mechanisms=args.mechanisms, progress=progress)
+                           mechanisms=args.mechanisms, twins=tuple(args.twins),
+                           progress=progress)
     table = audit.format_table(pairs)
     print(table)
     rates = []
@@ -52,7 +59,7 @@ def main(argv=None) -> int:
         for name in args.mechanisms or audits.MECHANISMS:
             r = audits.repeat_rates(name, args.repeats, args.repeat_trials,
                                     real_confidence=args.real_confidence,
-                                    twin_confidence=args.confidence)
+                                    twin_confidence=args.confidence, twin=args.repeat_twin)
             rates.append(r)
             print(f"{name}: {r}", flush=True)
     if args.out:
