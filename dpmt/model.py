@@ -42,7 +42,7 @@ import numpy as np
 from dpmt._io import atomic_save_npz, atomic_write_json, atomic_write_text, jsonable
 from dpmt.config import BASE_REG, TrainConfig
 from dpmt.errors import ConfigError, DataError
-from dpmt.privacy.ledger import PRIVACY_UNIT, PrivacyLedger
+from dpmt.privacy.ledger import ML100K_TUNING_NOTE, PRIVACY_UNIT, PrivacyLedger
 from dpmt.model_files import (ARRAYS_FILE, LEDGER_FILE, MODEL_FILE, MODEL_FORMAT,
                               MODEL_VERSION, SHARED_DIR, TRAINER_DIR, check_meta_types,
                               files_fingerprint, read_json, require_regular)
@@ -393,6 +393,8 @@ class Model:
                  f"privacy unit: {PRIVACY_UNIT}"]
         if self.private and self.noise_reproducible:
             lines.append(f"WARNING: {SEEDED_WARNING}")
+        if self.private and cfg.dataset == "ml-100k":
+            lines.append(f"note: {ML100K_TUNING_NOTE}")
         if self.auto_settings:
             lines.append(f"chosen by rule from the released statistics: {self.auto_settings}")
         if self.metrics:

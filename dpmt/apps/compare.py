@@ -20,7 +20,7 @@ import numpy as np
 from dpmt.config import TrainConfig
 from dpmt.errors import ConfigError
 from dpmt._io import atomic_write_bytes, atomic_write_text
-from dpmt.privacy.ledger import PRIVACY_UNIT
+from dpmt.privacy.ledger import ML100K_TUNING_NOTE, PRIVACY_UNIT
 from dpmt.runtime import release_compiled_code
 
 METRIC = "recall@20"
@@ -328,8 +328,10 @@ def write_outputs(rows, out: Path, title: str) -> str:
     table = format_table(summary)
     if _has_user_counts(summary) and _metric(summary) == METRIC:
         table += "\n\n" + READING_NOTE
-    atomic_write_text(out / "summary.md", f"# {title}\n\nPrivacy unit: {PRIVACY_UNIT}.\n\n"
-                      f"{table}\n")
+    note = f" On ML-100K, {ML100K_TUNING_NOTE}." if "100K" in title.upper() or any(
+        str(r.get("dataset", "")).startswith("ml-100k") for r in rows) else ""
+    atomic_write_text(out / "summary.md", f"# {title}\n\nPrivacy unit: {PRIVACY_UNIT}.{note}"
+                      f"\n\n{table}\n")
     plot_buckets(summary, out / "head_tail.png", title)
     return table
 

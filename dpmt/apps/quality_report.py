@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from dpmt._io import atomic_write_bytes, atomic_write_json, atomic_write_text
-from dpmt.privacy.ledger import PRIVACY_UNIT
+from dpmt.privacy.ledger import ML100K_TUNING_NOTE, PRIVACY_UNIT
 
 K = 20
 METRIC = f"recall@{K}"
@@ -306,7 +306,9 @@ def write_report(rows: list[dict], dsets: list, out: Path, command: str,
                 "one had not finished)" if invocations > 1 else "")
              + "; every figure below was measured in that run.", "",
              f"Privacy unit: {PRIVACY_UNIT}. Every private cell spends its whole (ε, δ) "
-             "(counts + every iteration), accounted with dp_accounting.", "",
+             "(counts + every iteration), accounted with dp_accounting. On ML-100K, "
+             f"{ML100K_TUNING_NOTE}. Benchmark runs draw reproducible noise from their seed "
+             "(their models are never published).", "",
              "Protocol: ratings > 3.5 are positives; hyper-parameters (solver, d, λ, the "
              "popularity-prior weight η) chosen on the validation users' Recall@20, the "
              "chosen configuration reported on the test users. The selection is not charged "

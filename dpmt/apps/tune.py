@@ -345,6 +345,12 @@ def tune(spec: Spec, out, *, execution=None, resume: bool = False,
         if split.validation.users.size == 0:
             raise DataError("the validation split has no user with a target: nothing to "
                             "select on")
+        if private and not split.train.items_public:
+            # each repetition would select items privately and pay its δ once per run:
+            # (1 + e^ε)·E[K]·δ_ps, more than δ itself
+            raise DataError(f"{spec.base.dataset} has no public item catalogue: a private "
+                            "tuning needs one (--items FILE with every item id); nothing was "
+                            "trained")
         bar = None
         if ex.progress:
             from tqdm.auto import tqdm

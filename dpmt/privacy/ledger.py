@@ -71,6 +71,11 @@ from dpmt.errors import ConfigError, PrivacyBudgetError, check_range
 
 PRIVACY_UNIT = "one user (add/remove-one): all ratings of a user are protected together"
 
+#: what an ε printed for ML-100K does not cover (issue 24, finding 9)
+ML100K_TUNING_NOTE = ("the constants of dpmt's default rule (dpmt/train/defaults.py) and the "
+                      "spectral row scaling were chosen on ML-100K validation users: the ε of "
+                      "an ML-100K run does not cover that choice")
+
 # RDP orders: the usual dense grid (as in TF Privacy / dp_accounting examples), extended.
 RDP_ORDERS = ([1 + x / 20.0 for x in range(1, 100)] + list(range(6, 64))
               + [64, 80, 96, 128, 192, 256, 384, 512, 1024])
