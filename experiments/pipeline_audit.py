@@ -18,7 +18,8 @@ reports it: 6 items of the tiny data and 16 of the ML-100K-sized data are clippe
 run of the tests and of RESULTS.md; 4 of the tiny data are not in 0.3% of the runs, 8 of the
 ML-100K-sized data mostly are not).
 
-**Trials.** Each trial is one full ``dpmt.fit`` with ``TrainConfig(seed=s)``; the seed drives
+**Trials.** Each trial is one full ``dpmt.fit`` with ``TrainConfig(noise_seed=s)`` (a
+reproducible noise source, so that the audit is deterministic); the seed drives
 every random stream (counts noise, weights, initial V, Ĝ_U, Â, b̂), and the seeds of all
 trials are distinct (``D`` and ``D'`` never share one). The data (hence every array shape)
 is the same in all trials of a data set, so ``fit`` compiles once per data set.
@@ -96,12 +97,16 @@ def canary_datasets(size: str = "tiny", *, canary_items: int = 6, data_seed: int
     m = base.n_items + int(canary_items)
     canary = np.arange(base.n_items, m)
     item_ids = np.arange(m)
+    # the item catalogue (canary items included) is public: both neighbours release a row
+    # for every item, so the canary's presence is not readable from the item list
     D = Ratings(user=base.user, item=base.item, value=base.value,
-                user_ids=np.arange(base.n_users), item_ids=item_ids, name="audit-D")
+                user_ids=np.arange(base.n_users), item_ids=item_ids, name="audit-D",
+                items_public=True)
     Dp = Ratings(user=np.concatenate([base.user, np.full(len(canary), base.n_users)]),
                  item=np.concatenate([base.item, canary]),
                  value=np.concatenate([base.value, np.ones(len(canary), np.float32)]),
-                 user_ids=np.arange(base.n_users + 1), item_ids=item_ids, name="audit-D'")
+                 user_ids=np.arange(base.n_users + 1), item_ids=item_ids, name="audit-D'",
+                 items_public=True)
     return D, Dp, canary
 
 
@@ -161,13 +166,12 @@ def canary_solve_norms(Dp, canary, cfg, seeds) -> np.ndarray:
     ``dpmt.train.loop`` (same key derivation as ``fit``). A diagnostic of the harness (it reads
     the initial V, which the score never does): ≥ ``cfg.user_clip`` means the canary's
     b-contribution has the largest norm the sensitivity allows."""
-    import jax
-
+    from dpmt.privacy.randomness import NoiseSource
     from dpmt.train.loop import initial_items
 
     out = []
     for s in seeds:
-        k_init = jax.random.split(jax.random.PRNGKey(int(s)), 4)[2]
+        k_init = NoiseSource.from_seed(int(s)).jax_key("init")
         V = np.asarray(initial_items(k_init, Dp.n_items, cfg.dim, cfg.init_scale), np.float64)
         Vc = V[np.asarray(canary)]
         M = Vc.T @ Vc + cfg.gravity * (V.T @ V) + cfg.reg * np.eye(cfg.dim)
@@ -228,7 +232,9 @@ def audit_pipeline(trials: int = 300, *, broken: bool = False, epsilon: float = 
             s = np.empty(trials)
             for t, trial_seed in enumerate(_trial_seeds(seed, trials, side)):
                 t0 = time.perf_counter()
-                model = dpmt.fit(R, cfg.replace(seed=int(trial_seed)), execution=ex)
+                # the trial's noise from its own seed: deterministic audits, and each trial's
+                # draws independent of every other's (as fresh OS-entropy secrets would be)
+                model = dpmt.fit(R, cfg.replace(noise_seed=int(trial_seed)), execution=ex)
                 (first_fit if t == 0 else later).append(time.perf_counter() - t0)
                 s[t] = canary_score(model.item_embeddings, canary)
                 claimed.add(round(float(model.epsilon), 12))

@@ -260,7 +260,7 @@ def test_fit_with_cg_solves_spends_the_same_budget_and_tracks_the_exact_model():
     r = make_synthetic(n_users=400, n_items=120, n_interactions=6000, seed=1)
     split = per_user_split(r, seed=0)
     base = TrainConfig(dataset="synthetic", solver="ssp", weights="adaptive", dim=6,
-                       iterations=3, epsilon=3.0, seed=2)
+                       iterations=3, epsilon=3.0, seed=2, noise_seed=2)
     runs = {name: fit(split.train, base.replace(**kw)) for name, kw in {
         "shift": dict(item_solve="shift"),
         "cg": dict(item_solve="cg", user_solve="cg", cg_steps=6),

@@ -223,12 +223,17 @@ def test_load_spec_finds_the_tfds_folder(ml, tmp_path):
 def test_cli_train_on_a_tfds_dataset(ml, tmp_path, capsys):
     d, _ = ml
     out = tmp_path / "run"
+    # TFDS ratings bring no item catalogue: a private run needs the public one (--items),
+    # else it would select its items privately (too few ratings here to keep any)
+    catalogue = tmp_path / "items.txt"
+    catalogue.write_text("".join(f"{100 + m}\n" for m in range(1, 21)))
     rc = cli(["train", "--dataset", f"tfds:{NAME}", "--data-dir", str(d), "--dim", "2",
-              "--iterations", "1", "--quiet", "--out", str(out)])
+              "--iterations", "1", "--quiet", "--out", str(out), "--items", str(catalogue)])
     cap = capsys.readouterr()
     assert rc == 0, cap.err
-    assert (out / "config.json").is_file()
-    assert json.loads((out / "config.json").read_text())["dataset"] == f"tfds:{NAME}"
+    config = out / "trainer" / "config.json"
+    assert config.is_file()
+    assert json.loads(config.read_text())["dataset"] == f"tfds:{NAME}"
 
 
 def test_array_record_validation(tmp_path):

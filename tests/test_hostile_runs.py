@@ -191,7 +191,7 @@ def test_b8_a_damaged_checkpoint_is_refused_clearly(tmp_path, monkeypatch, damag
 ])
 def test_b8_a_damaged_config_is_refused_clearly(tmp_path, capsys, text, fragment):
     out = tmp_path / "R"
-    out.mkdir()
+    (out / "trainer").mkdir(parents=True)
     (out / "trainer" / "config.json").write_text(text)
     assert cli(["train", "--resume", out, "--quiet"]) == 2
     err = capsys.readouterr().err
@@ -204,7 +204,10 @@ def test_c9_a_tiny_dataset_trains_to_the_end_and_is_saved(tmp_path):
     rng = np.random.default_rng(0)
     f.write_text("userId,movieId,rating,timestamp\n" + "".join(
         f"{u},{i},{4 + int(rng.integers(2))},{u * 10 + i}\n" for u in range(40) for i in range(4)))
-    assert cli(["train", "--dataset", f, "--out", tmp_path / "R", *SMALL]) == 0
+    items = tmp_path / "items.txt"          # the public catalogue: no private selection
+    items.write_text("0\n1\n2\n3\n")
+    assert cli(["train", "--dataset", f, "--items", items, "--out", tmp_path / "R",
+                *SMALL]) == 0
     assert Model.load(tmp_path / "R").n_items == 4
 
 
@@ -350,7 +353,9 @@ def test_d17_data_changed_under_a_run_is_named_as_such(tmp_path, monkeypatch):
     f.write_text("userId,movieId,rating,timestamp\n"
                  + "".join(f"{u},{i},5,{u * 100 + i}\n" for u, i in rows))
     out = tmp_path / "R"
-    cfg = TrainConfig(dataset=str(f), dim=2, budget=5.0, iterations=3)
+    items = tmp_path / "items.txt"          # the public catalogue, ids 0..11 and 999's
+    items.write_text("".join(f"{i}\n" for i in range(12)))
+    cfg = TrainConfig(dataset=str(f), items=str(items), dim=2, budget=5.0, iterations=3)
     _interrupt_after(monkeypatch, 1)
     with pytest.raises(Interrupt):
         dpmt.run(cfg, out, execution=QUIET)

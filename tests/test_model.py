@@ -21,7 +21,8 @@ def split():
                        rank=4, noise=0.0, concentration=0.05)
     # raw item ids that are not the dense indices (×7 + 1000), so a mix-up cannot pass
     r = Ratings(user=r.user, item=r.item, value=r.value, user_ids=r.user_ids,
-                item_ids=np.asarray(r.item_ids, np.int64) * 7 + 1000, name="shifted")
+                item_ids=np.asarray(r.item_ids, np.int64) * 7 + 1000, name="shifted",
+                items_public=True)     # the catalogue: the synthetic items, renamed
     return per_user_split(r, seed=0)
 
 

@@ -48,8 +48,7 @@ def test_neighbours_differ_by_one_user_who_alone_rates_the_canary_items():
 
 
 def test_canary_contribution_is_at_the_clip_norm():
-    import jax
-
+    from dpmt.privacy.randomness import NoiseSource
     from dpmt.solvers.steps import make_steps
     from dpmt.train.loop import initial_items
 
@@ -59,7 +58,7 @@ def test_canary_contribution_is_at_the_clip_norm():
     assert norms.min() >= cfg.user_clip          # clipped to C in every run: worst-case norm
     # the diagnostic is the loop's own exact user solve (here with the clip out of the way)
     steps = make_steps(cfg.replace(user_clip=1e5), Dp, np.ones(Dp.nnz))
-    V0 = initial_items(jax.random.split(jax.random.PRNGKey(3), 4)[2], Dp.n_items, cfg.dim,
+    V0 = initial_items(NoiseSource.from_seed(3).jax_key("init"), Dp.n_items, cfg.dim,
                        cfg.init_scale)
     u = np.asarray(steps.solve_users(V0))[-1]
     assert np.linalg.norm(u) == pytest.approx(norms[3], rel=1e-4)
@@ -69,7 +68,7 @@ def test_twin_patch_changes_only_the_b_noise():
     import dpmt
 
     D, _, canary = data()
-    cfg = pa.pipeline_config(EPSILON, DELTA, canary_items=len(canary), seed=7)
+    cfg = pa.pipeline_config(EPSILON, DELTA, canary_items=len(canary), noise_seed=7)
     ex = dpmt.ExecutionConfig(progress=False)
     real = dpmt.fit(D, cfg, execution=ex)
     with pa.b_noise_scaled(1.0) as calls:                          # factor 1: no change at all
