@@ -376,3 +376,47 @@ def test_plan_releases_integer_statistics_and_selects_items():
     imp = TrainConfig(weights="uniform", solver="ssp", popularity_prior=0.0, dim=2, iterations=1)
     assert make_plan(imp).counts is None
     assert make_plan(imp, select_items=True).counts.delta > 0
+
+
+# -- the 64-bit sampler's δ, charged by fit (issue 24, finding 2) ------------------------------
+@pytest.mark.parametrize("kw", [dict(solver="ssp", gravity=1.0),
+                                dict(solver="gd", init="spectral", spectral_items=30)])
+def test_fit_charges_every_continuous_normal_it_draws(kw):
+    """Each continuous release in the ledger carries the normals the run draws
+    (sampler_draws of the data's shape) and their δ (tail + edge at its multiplier); the run's
+    ε is the accountant's at δ minus them. Fails if a release's draws were not charged, or
+    charged at another count."""
+    import dpmt
+    from dpmt.config import ExecutionConfig, TrainConfig
+    from dpmt.solvers import noise
+    from dpmt.train.plan import sampler_draws
+
+    r = dpmt.data.make_synthetic(n_users=200, n_items=50, n_interactions=3000, seed=2)
+    cfg = TrainConfig(dataset="synthetic", epsilon=2.0, dim=3, iterations=2, noise_seed=1,
+                      **kw)
+    model = dpmt.fit(r, cfg, execution=ExecutionConfig(progress=False))
+    draws = sampler_draws(model.config, r.n_items)
+    continuous = [x for x in model.ledger.releases if x.mechanism == "gaussian"]
+    assert {x.name for x in continuous} == set(draws) and len(draws) >= 4
+    for x in continuous:
+        assert x.draws == draws[x.name]
+        per = -(-x.draws // x.count)
+        owed = noise.tail_delta(x.draws) + x.count * noise.edge_delta(x.noise_multiplier, per)
+        assert owed <= x.delta <= 1.02 * owed + 1e-30, x.name
+    extra = sum(x.delta for x in model.ledger.releases)
+    assert 0 < extra < 1e-12
+    assert model.ledger.epsilon() == pytest.approx(
+        epsilon_of(model.ledger.releases, cfg.delta), rel=1e-12)
+    assert model.ledger.epsilon() <= cfg.epsilon * (1 + 1e-9)
+
+
+def test_fit_refuses_to_charge_fewer_normals_than_it_draws():
+    import dpmt
+    from dpmt.config import ExecutionConfig, TrainConfig
+    from dpmt.train.plan import sampler_draws
+
+    r = dpmt.data.make_synthetic(n_users=100, n_items=30, n_interactions=1000, seed=2)
+    cfg = TrainConfig(dataset="synthetic", epsilon=2.0, dim=3, iterations=1, solver="ssp")
+    few = {name: n - 1 for name, n in sampler_draws(cfg, r.n_items).items()}
+    with pytest.raises(ConfigError, match="fewer normals"):
+        dpmt.fit(r, cfg, execution=ExecutionConfig(progress=False), charged_draws=few)

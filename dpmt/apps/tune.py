@@ -225,11 +225,26 @@ class Spec:
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def check_spec(spec: Spec):
+def charged_draws(configs, n_items: int) -> dict[str, int]:
+    """The sampler normals a private tuning charges every repetition, per release: the
+    largest :func:`~dpmt.train.plan.sampler_draws` over the candidates (which may differ in
+    d), so that every repetition is the same DP event."""
+    from dpmt.train.plan import sampler_draws
+
+    out: dict[str, int] = {}
+    for cfg in configs:
+        for name, n in sampler_draws(cfg, n_items).items():
+            out[name] = max(out.get(name, 0), n)
+    return out
+
+
+def check_spec(spec: Spec, n_items: int | None = None):
     """Refuse what cannot run, before any data. Returns (the training configs, the private
     calibration or None): literature mode trains every candidate at the target ε; private
     mode at the calibrated per-run ε with the RDP accountant, every candidate checked to have
-    the same DP event (noise multipliers, sampling, counts of every release — not raw σ)."""
+    the same DP event (noise multipliers, sampling, counts of every release — not raw σ).
+    ``n_items`` (once the data is read): the private calibration then charges the sampler's
+    δ of :func:`charged_draws` (without it, the check before the data has none)."""
     from dpmt.privacy.selection import calibrate_selection, describe_event, same_event
     from dpmt.train.plan import make_plan
 
@@ -238,6 +253,11 @@ def check_spec(spec: Spec):
             make_plan(c.config)                 # each at the target: refuse unmeetable ones
         return [c.config for c in spec.candidates], None
     rdp = [c.config.replace(accountant="rdp") for c in spec.candidates]
+    draws = {} if n_items is None else charged_draws(rdp, n_items)
+
+    def make_plan(cfg, _plan=make_plan):        # every plan charges the same draws
+        return _plan(cfg, draws=draws)
+
     ref = make_plan(rdp[0]).releases()
     for c, cfg in zip(spec.candidates[1:], rdp[1:]):
         other = make_plan(cfg).releases()
@@ -351,6 +371,11 @@ def tune(spec: Spec, out, *, execution=None, resume: bool = False,
             raise DataError(f"{spec.base.dataset} has no public item catalogue: a private "
                             "tuning needs one (--items FILE with every item id); nothing was "
                             "trained")
+        draws_charged = None
+        if private:
+            # the calibration again, now with the sampler's δ of the data's shape
+            configs, cal = check_spec(spec, split.train.n_items)
+            draws_charged = charged_draws(configs, split.train.n_items)
         bar = None
         if ex.progress:
             from tqdm.auto import tqdm
@@ -359,7 +384,8 @@ def tune(spec: Spec, out, *, execution=None, resume: bool = False,
         best, reps = None, []
         for r, d in enumerate(draws):
             release_compiled_code()      # many fits in one process (dpmt.runtime)
-            model = fit(split.train, configs[d.candidate], execution=quiet, noise=d.noise)
+            model = fit(split.train, configs[d.candidate], execution=quiet, noise=d.noise,
+                        charged_draws=draws_charged)
             o = evaluate(model, split.train, split.validation)["overall"]
             recall = float(o["recall@20"]) if o["users"] else 0.0
             score = noisy_score(recall * o["users"], cal.score.noise_std, d.score_rng) \

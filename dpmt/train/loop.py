@@ -38,6 +38,7 @@ import logging
 import math
 import os
 import time
+from typing import Mapping
 
 import jax
 import jax.numpy as jnp
@@ -52,7 +53,7 @@ from dpmt.privacy.randomness import NoiseSource
 from dpmt.solvers.steps import ItemNoise, initial_item_state, make_steps
 from dpmt.train.checkpoint import Checkpoint, LoopState, data_fingerprint
 from dpmt.train.labels import rating_labels
-from dpmt.train.plan import PrivacyPlan, beta_of, make_plan
+from dpmt.train.plan import PrivacyPlan, beta_of, make_plan, sampler_draws
 from dpmt.train.weights import compute_weights
 
 log = logging.getLogger("dpmt.train")
@@ -61,7 +62,8 @@ log = logging.getLogger("dpmt.train")
 def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
         item_features: np.ndarray | None = None, execution: ExecutionConfig | None = None,
         run_dir: str | os.PathLike | None = None, resume: bool = False,
-        noise: NoiseSource | None = None) -> Model:
+        noise: NoiseSource | None = None,
+        charged_draws: Mapping[str, int] | None = None) -> Model:
     """Train item embeddings on ``train`` under user-level DP; evaluate if eval sets are given.
 
     Args:
@@ -85,6 +87,11 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
         from OS entropy, or, when ``config.noise_seed`` is set, one derived from it (then the
         model is NOT private against whoever knows the seed, and says so); on resume, the
         checkpoint's.
+      charged_draws: normals to charge per continuous release for the sampler's δ
+        (:func:`~dpmt.train.plan.sampler_draws`). Default: this run's own, from the data's
+        public shape. A caller that repeats one mechanism over several configs (a private
+        tuning) passes the largest over them, so that every repetition has the same DP
+        event; fewer than the run draws is refused.
 
     Returns:
       a :class:`~dpmt.model.Model` (released V, item ids, ledger, metrics).
@@ -101,7 +108,16 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
         limit_lapack_threads(ex.lapack_threads)
     t_start = time.time()
     select = cfg.private and not getattr(train, "items_public", False)
-    plan = make_plan(cfg, select_items=select)   # refuses an unmeetable budget before data
+    # refuses an unmeetable budget before data; the sampler's δ from the data's public shape
+    draws = sampler_draws(cfg, train.n_items,
+                          None if item_features is None else np.shape(item_features)[-1])
+    if charged_draws is not None:
+        short = [name for name, n in draws.items() if int(charged_draws.get(name, 0)) < n]
+        if short:
+            raise ConfigError(f"charged_draws charges fewer normals than the run draws for "
+                              f"{', '.join(short)}: give at least sampler_draws(config, ...)")
+        draws = {name: int(charged_draws[name]) for name in draws}
+    plan = make_plan(cfg, select_items=select, draws=draws)
     src = noise if noise is not None else NoiseSource.create(cfg.noise_seed)
     ledger = None if plan is None else PrivacyLedger(cfg.delta, epsilon_budget=cfg.epsilon,
                                                      accountant=cfg.accountant)

@@ -40,8 +40,8 @@ calibrated with the others to one (ε, δ) (:func:`dpmt.privacy.calibrate`): the
 ledger's own ε of these releases, ≤ the target. **Sampler δ hook**: a continuous release that
 draws N normals from the 64-bit sampler (:mod:`dpmt.solvers.noise`) carries ``draws = N`` and
 the extra δ :func:`sampler_delta` (its unreachable tail mass, plus the edge term at the
-release's noise multiplier); give ``make_plan(cfg, draws={name: N, ...})`` once the data's
-shape is known (e.g. ``ssp_noise_draws(n_items, d)``).
+release's noise multiplier); ``fit`` gives ``make_plan(cfg, draws=sampler_draws(cfg, n_items,
+n_features))`` once the data's (public) shape is known, so that the ledger charges them.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ import dataclasses
 from typing import Mapping
 
 from dpmt.config import TrainConfig
+from dpmt.errors import ConfigError
 from dpmt.privacy import Calibration, PlannedRelease, Release, calibrate
 from dpmt.privacy.mechanisms import (counts_release, item_offsets_release, mean_releases,
                                      partition_threshold)
@@ -142,6 +143,47 @@ def sampler_delta(draws: int, noise_multiplier: float | None = None, count: int 
         per = -(-int(draws) // int(count))
         total += int(count) * edge(float(noise_multiplier), per)
     return float(total)
+
+
+def sampler_draws(cfg: TrainConfig, n_items: int, n_features: int | None = None
+                  ) -> dict[str, int]:
+    """Normals each continuous release of ``cfg`` draws from the 64-bit sampler, on data with
+    ``n_items`` item rows (the public catalogue, or before a private selection: an upper
+    bound) and, for ``gd.encoder='mlp'``, ``n_features`` public features per item.
+
+    Keyed by release name, for :func:`make_plan`'s ``draws``: the spectral start's
+    ``K(K+1)/2`` (``K = min(n_items, spectral_items)``), per iteration the Gramian's
+    ``d(d+1)/2``, SSP's ``n_items·d(d+1)/2`` (Â) and ``n_items·d`` (b̂), noisy GD's
+    ``n_params·steps`` (:func:`~dpmt.solvers.noisy_gd.gd_noise_draws`; ``n_params`` = the
+    encoder's parameter count). Public: a function of the config and the data's shape only.
+    """
+    from dpmt.solvers.noisy_gd import gd_noise_draws
+    from dpmt.solvers.spectral_init import spectral_noise_draws
+    from dpmt.solvers.ssp import gramian_noise_draws, ssp_noise_draws
+
+    if not cfg.private:
+        return {}
+    n_items, d = int(n_items), int(cfg.dim)
+    out: dict[str, int] = {}
+    if cfg.init == "spectral":
+        out["spectral_init"] = spectral_noise_draws(min(n_items, int(cfg.spectral_items)))
+    if cfg.solver == "gd":
+        if cfg.gd.encoder == "mlp":
+            if n_features is None:
+                raise ConfigError("encoder='mlp' needs public item features (ML-100K "
+                                  "genres): pass item_features=")
+            h = int(cfg.gd.mlp_hidden)
+            n_params = int(n_features) * h + h + h * d + d      # Dense(h) then Dense(d)
+        else:
+            n_params = n_items * d
+    for t in range(cfg.iterations):
+        if cfg.gravity > 0:
+            out[f"iter{t}/gramian"] = gramian_noise_draws(d)
+        if cfg.solver == "ssp":
+            out[f"iter{t}/ssp_A"], out[f"iter{t}/ssp_b"] = ssp_noise_draws(n_items, d)
+        else:
+            out[f"iter{t}/gd"] = gd_noise_draws(n_params, cfg.gd.steps)
+    return out
 
 
 def planned_releases(cfg: TrainConfig, *, select_items: bool = False,
