@@ -3,7 +3,9 @@
 The per-mechanism audits (:mod:`experiments.audits`) check each release alone. This one checks
 the *composed* run as a black box: private counts → weights read from them → user solve →
 noisy Gramian Ĝ_U → SSP item step (Â and b̂), every iteration, exactly as ``dpmt.fit`` runs it,
-against the ε its own ledger reports (``model.epsilon``).
+against the ε its own ledger reports (``model.epsilon``). ``path="default"`` audits what
+``dpmt train`` runs without options instead: TrainConfig's solver (noisy GD) with
+``weights="auto"`` (the rule reads the released counts), its twin with the gradient noise off.
 
 **Neighbours** (privacy unit: one user, add/remove-one). ``D`` is a synthetic implicit-feedback
 data set (:func:`dpmt.data.make_synthetic`) plus ``canary_items`` fresh item ids that no user
@@ -62,8 +64,8 @@ import numpy as np
 from dpmt.audit import AuditResult, epsilon_lower_bound, format_table
 from dpmt.errors import ConfigError, check_range
 
-__all__ = ["SIZES", "canary_datasets", "pipeline_config", "canary_score", "b_noise_scaled",
-           "canary_solve_norms", "audit_pipeline", "main"]
+__all__ = ["SIZES", "PATHS", "canary_datasets", "pipeline_config", "canary_score",
+           "b_noise_scaled", "canary_solve_norms", "audit_pipeline", "main"]
 
 #: data-set sizes (users, items, interactions) of the synthetic base data, before the canary
 SIZES = {
@@ -72,6 +74,7 @@ SIZES = {
 }
 
 MECHANISM = "whole training run (dpmt.fit: counts, weights, Ĝ_U, SSP Â/b̂)"
+MECHANISM_DEFAULT = "whole training run, default path (dpmt.fit: counts, auto weights, noisy GD)"
 
 # trial seeds: seed · _SEED_STRIDE + 2·t + (0 for D, 1 for D'), all < 2**31 - 1
 _SEED_STRIDE = 2 ** 20
@@ -119,17 +122,32 @@ def _custom_size(size):
     return n_users, n_items, n_inter
 
 
+#: the audited paths: SSP with adaptive weights, and what ``dpmt train`` runs by default
+#: (TrainConfig's solver and ``weights="auto"``, resolved from the released counts)
+PATHS = ("ssp", "default")
+
+
 def pipeline_config(epsilon: float = 1.0, delta: float = 1e-5, *, canary_items: int = 6,
-                    **overrides):
-    """The audited :class:`~dpmt.TrainConfig`: SSP, adaptive weights (so the private counts
-    are released and read), gravity on (so Ĝ_U is released), d = 3, λ = 1 (the canary's
-    embedding reaches the clip C), one iteration, and
-    ``budget = canary_items`` (the canary's full weight budget lands on its items).
+                    path: str = "ssp", **overrides):
+    """The audited :class:`~dpmt.TrainConfig`: d = 3, λ = 1 (the canary's embedding reaches
+    the clip C), one iteration, ``budget = canary_items`` (the canary's full weight budget
+    lands on its items), and by ``path``:
+
+    * ``"ssp"``: SSP, adaptive weights (so the private counts are released and read),
+      gravity on (so Ĝ_U is released);
+    * ``"default"``: TrainConfig's own solver and ``weights="auto"`` (the weights, the
+      regularisation and the prior chosen by rule from the released n̂ and ε), as
+      ``dpmt train`` runs without options.
+
     ``overrides`` replace any field (e.g. ``iterations=2``, ``weights="uniform"``)."""
     import dpmt
 
-    kw = dict(dim=3, iterations=1, weights="adaptive", budget=float(canary_items),
-              solver="ssp", reg=1.0, epsilon=float(epsilon), delta=float(delta))
+    if path not in PATHS:
+        raise ConfigError(f"path must be one of {', '.join(PATHS)} (got {path!r})")
+    kw = dict(dim=3, iterations=1, budget=float(canary_items), reg=1.0,
+              epsilon=float(epsilon), delta=float(delta))
+    if path == "ssp":
+        kw.update(weights="adaptive", solver="ssp")
     kw.update(overrides)
     return dpmt.TrainConfig(**kw)
 
@@ -144,8 +162,9 @@ def canary_score(V: np.ndarray, canary: np.ndarray) -> float:
 @contextlib.contextmanager
 def b_noise_scaled(factor: float = 0.0):
     """The broken twin: inside this context the training loop's item steps add ``factor``
-    times the calibrated b̂ noise (0: none), while the ledger still records the calibrated
-    release (the model claims the same ε). Yields a dict counting the patched item steps."""
+    times the calibrated b̂ noise (SSP) or gradient noise (noisy GD; 0: none), while the
+    ledger still records the calibrated release (the model claims the same ε). Yields a
+    dict counting the patched item steps."""
     from dpmt.train import loop
 
     real = loop.ItemNoise
@@ -154,7 +173,8 @@ def b_noise_scaled(factor: float = 0.0):
     def broken(*args, **kwargs):
         noise = real(*args, **kwargs)
         calls["patched_item_steps"] += 1
-        return noise._replace(sigma_b=noise.sigma_b * factor)
+        return noise._replace(sigma_b=noise.sigma_b * factor,
+                              gd_multiplier=noise.gd_multiplier * factor)
 
     with mock.patch.object(loop, "ItemNoise", broken):
         yield calls
@@ -241,6 +261,7 @@ def audit_pipeline(trials: int = 300, *, broken: bool = False, epsilon: float = 
                 if releases is None:
                     releases = [(r.name, float(r.noise_std), float(r.sensitivity))
                                 for r in model.ledger.releases]
+                    resolved = model.config          # weights="auto" as the rule chose
                 done += 1
                 if progress is not None:
                     progress(done, 2 * trials)
@@ -257,8 +278,9 @@ def audit_pipeline(trials: int = 300, *, broken: bool = False, epsilon: float = 
     details = {
         "users_D": D.n_users, "users_D_prime": Dp.n_users, "items": D.n_items,
         "ratings_D": D.nnz, "canary_items": len(canary), "target_epsilon": cfg.epsilon,
-        "config": {k: getattr(cfg, k) for k in ("solver", "weights", "dim", "iterations",
-                                                "budget", "user_clip", "gravity", "reg")},
+        "config": {k: getattr(resolved, k) for k in ("solver", "weights", "dim",
+                                                     "iterations", "budget", "user_clip",
+                                                     "gravity", "reg")},
         "canary_solve_over_clip_min": float(norms.min()),
         "canary_clipped_fraction": float(np.mean(norms >= 1.0)),
         "releases": releases, "broken_factor": broken_factor if broken else None,
@@ -268,8 +290,10 @@ def audit_pipeline(trials: int = 300, *, broken: bool = False, epsilon: float = 
         "score_sd_out": float(scores[0].std()),
         **({"patched_item_steps": calls["patched_item_steps"]} if broken else {}),
     }
-    kind = "b-hat noise off" if broken_factor == 0 else f"b-hat noise x{broken_factor:g}"
-    return AuditResult(MECHANISM, bool(broken), kind + ", ledger unchanged" if broken else "",
+    what = "b-hat noise" if cfg.solver == "ssp" else "gradient noise"
+    kind = f"{what} off" if broken_factor == 0 else f"{what} x{broken_factor:g}"
+    mechanism = MECHANISM if cfg.solver == "ssp" else MECHANISM_DEFAULT
+    return AuditResult(mechanism, bool(broken), kind + ", ledger unchanged" if broken else "",
                        claimed_eps, float(delta), trials, bound, details)
 
 
@@ -290,10 +314,14 @@ def main(argv=None) -> int:
     p.add_argument("--extra-epsilons", type=float, nargs="*", default=[],
                    help="also audit the real run (no twin) at these target ε")
     p.add_argument("--size", default="ml-100k", choices=list(SIZES))
+    p.add_argument("--path", default="ssp", choices=list(PATHS),
+                   help="ssp: SSP with adaptive weights; default: what `dpmt train` runs "
+                        "(noisy GD, weights=auto)")
     p.add_argument("--canary-items", type=int, default=16)
     p.add_argument("--iterations", type=int, default=1)
     p.add_argument("--broken-factor", type=float, default=0.0,
-                   help="the twin's b-hat noise, relative to the calibrated one")
+                   help="the twin's b-hat (SSP) or gradient (GD) noise, relative to the "
+                        "calibrated one")
     p.add_argument("--confidence", type=float, default=0.95)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="folder for pipeline_audit.md / .json")
@@ -302,7 +330,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     data = canary_datasets(args.size, canary_items=args.canary_items)
     common = dict(delta=args.delta, confidence=args.confidence, seed=args.seed, data=data,
-                  iterations=args.iterations)
+                  iterations=args.iterations, path=args.path)
 
     def report(r):
         print(f"[{time.time() - t0:7.1f}s] {r.summary()}; {r.details['seconds_per_fit']:.3f} "

@@ -4,7 +4,8 @@ Full ``dpmt.fit`` runs with and without a canary user who alone rates a few item
 is read from the released item embeddings only. The real pipeline's lower bound must stay at
 or below the ε its ledger claims (99% confidence, as in test_audit.py); the broken twin (b-hat
 noise switched off, ledger unchanged) must be caught (lower bound above the claim, 95%).
-Seeds are fixed, so every test is deterministic.
+Seeds are fixed, so every test is deterministic. The default path (noisy GD, weights="auto")
+is audited the same way, its twin with the gradient noise off.
 
 Sizes (2-core CPU): the default data are 200 users × 60 items (+6 canary items), ~0.04 s per
 fit after ~15 s of compilation (once per data set, shared by every test here); 300 fits per
@@ -31,10 +32,10 @@ def data(size="tiny", canary_items=6):
 
 
 @functools.lru_cache(maxsize=None)
-def run(broken: bool, trials: int, size="tiny", canary_items=6):
+def run(broken: bool, trials: int, size="tiny", canary_items=6, path="ssp"):
     return pa.audit_pipeline(trials, broken=broken, epsilon=EPSILON, delta=DELTA,
                              data=data(size, canary_items),
-                             confidence=TWIN_CONF if broken else PASS_CONF, seed=0)
+                             confidence=TWIN_CONF if broken else PASS_CONF, seed=0, path=path)
 
 
 def test_neighbours_differ_by_one_user_who_alone_rates_the_canary_items():
@@ -111,6 +112,25 @@ def test_audit_catches_pipeline_whose_b_noise_is_off_but_still_claimed():
     assert twin.epsilon_lb > twin.claimed_epsilon, twin.summary()
 
 
+# -- the default path: what `dpmt train` runs without options (issue 24, finding 7) ----------
+def test_default_path_bound_stays_below_the_ledgers_epsilon():
+    """TrainConfig's solver (noisy GD) with weights="auto" resolved from the released counts,
+    every trial's noise from its own key, the item catalogue public, the score read from V."""
+    real = run(False, 100, path="default")
+    assert real.details["config"]["solver"] == "gd"
+    assert real.details["releases"][0][0] == "item_counts"       # the rule reads n̂
+    assert any(n.endswith("/gd") for n, _, _ in real.details["releases"])
+    assert real.claimed_epsilon <= EPSILON * (1 + 1e-9)
+    assert real.epsilon_lb <= real.claimed_epsilon, real.summary()
+
+
+def test_audit_catches_default_path_whose_gradient_noise_is_off_but_still_claimed():
+    twin = run(True, 40, path="default")
+    assert twin.details["patched_item_steps"] == 2 * 40
+    assert twin.claimed_epsilon == pytest.approx(run(False, 100, path="default").claimed_epsilon)
+    assert twin.epsilon_lb > twin.claimed_epsilon, twin.summary()
+
+
 def test_audit_refuses_too_few_trials_and_out_of_range_seeds():
     from dpmt.errors import ConfigError
 
@@ -125,6 +145,15 @@ def test_full_size_whole_pipeline_audit_and_twin():
     real = run(False, 1000, "ml-100k", 16)
     twin = run(True, 200, "ml-100k", 16)
     assert real.details["canary_clipped_fraction"] == 1.0
+    assert real.claimed_epsilon <= EPSILON * (1 + 1e-9)
+    assert real.epsilon_lb <= real.claimed_epsilon, real.summary()
+    assert twin.epsilon_lb > twin.claimed_epsilon, twin.summary()
+
+
+@pytest.mark.slow
+def test_full_size_default_path_audit_and_twin():
+    real = run(False, 1000, "ml-100k", 16, path="default")
+    twin = run(True, 200, "ml-100k", 16, path="default")
     assert real.claimed_epsilon <= EPSILON * (1 + 1e-9)
     assert real.epsilon_lb <= real.claimed_epsilon, real.summary()
     assert twin.epsilon_lb > twin.claimed_epsilon, twin.summary()

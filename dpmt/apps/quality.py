@@ -153,8 +153,8 @@ def tune_cell(train, split, configs: list[TrainConfig], ex, tune_eta: bool = Tru
 def _short(cfg: TrainConfig) -> str:
     """The settings that differ from the defaults, in flag-like form."""
     base = TrainConfig()
-    keep = ("dataset", "split", "heldout_users", "delta", "epsilon", "seed", "weights",
-            "popularity_prior")
+    keep = ("dataset", "split", "heldout_users", "delta", "epsilon", "seed", "noise_seed",
+            "weights", "popularity_prior")
     return " ".join(d.split(": ")[0] + "=" + d.split(" → ")[1].strip("'")
                     for d in base.diff(cfg) if d.split(":")[0] not in keep) or "defaults"
 
