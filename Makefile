@@ -18,8 +18,9 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/dpmt demo
 
+# two workers: the suite is mostly single-threaded XLA compilation (see pyproject.toml)
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow

@@ -557,6 +557,13 @@ def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
         part = np.tile(np.arange(m), (n, 1))
     else:
         part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+        # argpartition breaks a tie at the k-th value arbitrarily; redo the rows where an
+        # item left out ties with one kept (the released counts are integers: ties are common)
+        thr = np.take_along_axis(scores, part, axis=1).min(axis=1, keepdims=True)
+        tied = (scores == thr).sum(axis=1) > (np.take_along_axis(scores, part, axis=1)
+                                              == thr).sum(axis=1)
+        for r in np.flatnonzero(tied):
+            part[r] = np.argsort(-scores[r], kind="stable")[:k]
     sub = np.take_along_axis(scores, part, axis=1)
     order = np.lexsort((part, -sub), axis=1) if n else np.zeros((0, k), np.int64)
     return np.take_along_axis(part, order, axis=1)

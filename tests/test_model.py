@@ -184,3 +184,12 @@ def test_empty_history_without_released_counts_is_refused(split):
     assert m.item_counts is None
     with pytest.raises(DataError, match="empty history"):
         m.recommend([], k=3)
+
+
+def test_top_k_breaks_ties_by_the_lower_index_at_the_boundary():
+    from dpmt.model import _top_k
+
+    rng = np.random.default_rng(0)
+    scores = rng.integers(0, 4, size=(50, 40)).astype(np.float64)   # many ties
+    expect = np.argsort(-scores, axis=1, kind="stable")[:, :7]
+    np.testing.assert_array_equal(_top_k(scores, 7), expect)
