@@ -23,8 +23,8 @@ import math
 from typing import Any
 
 from dpmt.errors import ConfigError, check_range
+from dpmt.registry import SOLVERS
 
-SOLVERS = ("ssp", "gd")
 WEIGHTS = ("auto", "uniform", "tail", "adaptive", "adaptive-normalized")
 SPLITS = ("per-user", "heldout-users", "random")
 TASKS = ("implicit", "rating")
@@ -367,16 +367,6 @@ class TrainConfig:
     @property
     def effective_count_cap(self) -> int:
         return int(self.count_cap) if self.count_cap is not None else max(1, int(self.budget))
-
-    @property
-    def needs_counts(self) -> bool:
-        """Whether the run releases private task sizes (and the user count n̂): the
-        non-uniform weights read them, noisy GD normalises its gradient by n̂ (the true n
-        is private under add/remove-one), the popularity prior ranks by them, and the
-        spectral start picks its K items by them."""
-        return self.private and (self.weights != "uniform" or self.solver == "gd"
-                                 or self.rating_offsets or self.uses_popularity_prior
-                                 or self.init == "spectral")
 
     @property
     def uses_popularity_prior(self) -> bool:

@@ -55,7 +55,8 @@ from dpmt.config import TrainConfig
 from dpmt.privacy import private_counts
 from dpmt.runtime import limit_lapack_threads
 from dpmt.solvers.ssp import noisy_gramian
-from dpmt.solvers.steps import ItemNoise, make_steps
+from dpmt.train.methods import make_steps
+from dpmt.train.methods.ssp import SSP
 from dpmt.train.loop import initial_items
 from dpmt.train.plan import make_plan
 from dpmt.train.weights import compute_weights
@@ -94,7 +95,7 @@ def main(n: int = 2_000_000, d: int = 64, rounds: int = 3) -> None:
         k_gram, k_item = jax.random.split(jax.random.fold_in(k_iter, t))
         U_prev, U = U, exact.solve_users(V)
         extra = cfg.gravity * noisy_gramian(U, k_gram, rel.gramian.noise_std)
-        noise = ItemNoise(sigma_A=rel.ssp_A.noise_std, sigma_b=rel.ssp_b.noise_std)
+        noise = SSP.noise(rel.item)
         if t < 2:
             V = exact.item_step.update(exact.item_step.init(None, V), V, U, k_item, noise,
                                        extra, n_hat)[0]

@@ -164,19 +164,21 @@ def b_noise_scaled(factor: float = 0.0):
     """The broken twin: inside this context the training loop's item steps add ``factor``
     times the calibrated b̂ noise (SSP) or gradient noise (noisy GD; 0: none), while the
     ledger still records the calibrated release (the model claims the same ε). Yields a
-    dict counting the patched item steps."""
-    from dpmt.train import loop
+    dict counting the patched item steps (calls of the methods' ``noise``)."""
+    from dpmt.registry import SOLVERS
 
-    real = loop.ItemNoise
     calls = {"patched_item_steps": 0}
+    with contextlib.ExitStack() as stack:
+        for name in ("ssp", "gd"):
+            method = SOLVERS[name]
 
-    def broken(*args, **kwargs):
-        noise = real(*args, **kwargs)
-        calls["patched_item_steps"] += 1
-        return noise._replace(sigma_b=noise.sigma_b * factor,
-                              gd_multiplier=noise.gd_multiplier * factor)
+            def broken(releases, real=method.noise):
+                noise = real(releases)
+                calls["patched_item_steps"] += 1
+                return noise._replace(sigma_b=noise.sigma_b * factor,
+                                      gd_multiplier=noise.gd_multiplier * factor)
 
-    with mock.patch.object(loop, "ItemNoise", broken):
+            stack.enter_context(mock.patch.object(method, "noise", broken))
         yield calls
 
 
@@ -271,7 +273,7 @@ def audit_pipeline(trials: int = 300, *, broken: bool = False, epsilon: float = 
     if broken and calls["patched_item_steps"] != 2 * trials * cfg.iterations:
         raise RuntimeError(f"the broken twin patched {calls['patched_item_steps']} item steps, "
                            f"expected {2 * trials * cfg.iterations}: the loop no longer builds "
-                           "its noise with dpmt.train.loop.ItemNoise")
+                           "its noise with its method's noise()")
     claimed_eps = claimed.pop()
     norms = canary_solve_norms(Dp, canary, cfg, _trial_seeds(seed, trials, 1)) / cfg.user_clip
     bound = epsilon_lower_bound(scores[1], scores[0], delta, confidence=confidence)

@@ -3,7 +3,7 @@
 
 Each process runs this same program (SPMD, one process per host on a cluster). After
 ``jax.distributed.initialize`` the mesh spans every process's devices; the steps come from
-:func:`dpmt.solvers.steps.make_steps` with ``devices`` = all of them, which shards the user and
+:func:`dpmt.train.methods.make_steps` with ``devices`` = all of them, which shards the user and
 item layouts by rows over that mesh (:mod:`dpmt.solvers.sharding`), so each process
 materialises and solves only its share of users (user step) and of items (item step); the
 results are all-gathered (CPU: gloo over TCP), so every process ends with the same V.
@@ -78,7 +78,7 @@ def train_fit(args, mesh=None):
 def train(args, mesh=None):
     """Two (or --iterations) SSP iterations of the bare solver loop (no counts, plan or
     ledger: fixed noise σ_A = σ_b = 0.5, Gramian noise 0.3, uniform random weights) on the
-    steps of :func:`dpmt.solvers.steps.make_steps` — sharded over every device of every
+    steps of :func:`dpmt.train.methods.make_steps` — sharded over every device of every
     process if ``mesh`` is given, else on one device. Returns V (numpy) and the seconds per
     iteration."""
     if args.fit:
@@ -89,7 +89,8 @@ def train(args, mesh=None):
     from dpmt.config import TrainConfig
     from dpmt.data import make_synthetic
     from dpmt.solvers.ssp import noisy_gramian
-    from dpmt.solvers.steps import ItemNoise, make_steps
+    from dpmt.solvers.steps import ItemNoise
+    from dpmt.train.methods import make_steps
 
     r = make_synthetic(n_users=args.users, n_items=args.items,
                        n_interactions=args.interactions, seed=args.seed)

@@ -151,12 +151,12 @@ def test_tiny_run_uses_the_noise_of_the_training_plan(tiny):
     plan = make_plan(cfg)
     it0 = plan.iterations[0]
     assert tiny["noise_std"] == pytest.approx({
-        "ssp_A": it0.ssp_A.noise_std, "ssp_b": it0.ssp_b.noise_std,
+        "ssp_A": it0.item[0].noise_std, "ssp_b": it0.item[1].noise_std,
         "gramian": it0.gramian.noise_std, "counts": plan.counts.noise_std})
     assert tiny["epsilon"] == pytest.approx(plan.epsilon) and tiny["epsilon"] <= 5.0 + 1e-6
     gd_plan = make_plan(cfg.replace(solver="gd", gd=dict(steps=1)))
     assert tiny["gd_noise_multiplier"] == pytest.approx(
-        gd_plan.iterations[0].gd.noise_multiplier)
+        gd_plan.iterations[0].item[0].noise_multiplier)
 
 
 @pytest.mark.slow   # ~20 s; the sharded steps are checked by tests/test_sharding.py by default
@@ -255,7 +255,7 @@ def test_against_implicit_times_both_and_reports_ratios():
     """The optional side-by-side with implicit's ALS (skipped where implicit is missing)."""
     pytest.importorskip("implicit")
     from dpmt.config import TrainConfig
-    from dpmt.solvers.steps import make_steps
+    from dpmt.train.methods import make_steps
 
     r = make_synthetic(n_users=80, n_items=30, n_interactions=900, seed=0)
     d = 4

@@ -204,7 +204,8 @@ def test_train_config_item_solve_reaches_the_item_step():
     """make_steps(TrainConfig(item_solve=...)) runs that solve: "project" the projection,
     "shift" the shifted Cholesky solve, "cg" (the default) CG from the previous V."""
     from dpmt.config import TrainConfig
-    from dpmt.solvers.steps import ItemNoise, make_steps
+    from dpmt.solvers.steps import ItemNoise
+    from dpmt.train.methods import make_steps
 
     r = unrated_ratings(seed=1)
     d = 4

@@ -10,8 +10,9 @@ from dpmt.config import ExecutionConfig, TrainConfig
 from dpmt.data import make_synthetic, per_user_split
 from dpmt.errors import ConfigError, DataError
 from dpmt.model import Model
-from dpmt.train.defaults import (GD_PRIOR, PRIOR_MAX, PRIOR_SCALE, popularity_prior, resolve,
-                                 reg_for, weights_for)
+from dpmt.train.defaults import popularity_prior, reg_for, resolve, weights_for
+from dpmt.train.methods.noisy_gd import GD_PRIOR
+from dpmt.train.methods.ssp import PRIOR_MAX, PRIOR_SCALE
 from dpmt.train.evaluate import evaluate, private_popularity_metrics
 
 QUIET = ExecutionConfig(progress=False)

@@ -64,7 +64,7 @@ def test_the_plan_charges_the_mean_the_offsets_and_the_label_range():
     assert plan.item_offsets.sensitivity == pytest.approx(np.sqrt(k) * offsets_lattice(k, 1.5)[1])
     assert plan.mean_sum.mechanism == plan.item_offsets.mechanism == "discrete_gaussian"
     # b-statistics: √β · C · y_max with y_max the label clip, not 1
-    assert plan.iterations[0].ssp_b.sensitivity == pytest.approx(3.0 * 0.5 * 1.5)
+    assert plan.iterations[0].item[1].sensitivity == pytest.approx(3.0 * 0.5 * 1.5)  # b̂
     assert plan.epsilon <= 5.0 * (1 + 1e-6)
     names = [r.name for r in plan.releases()]
     assert names[:4] == ["rating_mean/sum", "rating_mean/count", "item_counts", "item_offsets"]

@@ -117,7 +117,7 @@ def test_kernels_that_would_miss_the_long_rows_refuse_a_segmented_layout():
 
 
 def test_make_steps_segments_the_ssp_item_layout_only(monkeypatch):
-    from dpmt.solvers.steps import make_steps
+    from dpmt.train.methods import make_steps
 
     # head items: 700-3500 ratings; segments save 6.8% of the slots here, so the minimum is
     # lowered to see the wiring (the minimum itself: the test below)

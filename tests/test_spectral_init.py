@@ -14,7 +14,7 @@ import dpmt
 from dpmt.config import TrainConfig
 from dpmt.errors import ConfigError
 from dpmt.solvers import spectral_init as si
-from dpmt.train.plan import make_plan, sampler_draws
+from dpmt.train.plan import make_plan, releases_counts, sampler_draws
 
 EX = dpmt.ExecutionConfig(progress=False)
 
@@ -135,10 +135,10 @@ def test_its_own_noise_ratio_scales_its_noise_and_the_plan_stays_within_the_targ
     cfg = TrainConfig(init="spectral", epsilon=2.0, dim=4, iterations=2,
                       spectral_noise_ratio=0.25)
     plan = make_plan(cfg)
-    z_spec, z_gd = plan.spectral.noise_multiplier, plan.iterations[0].gd.noise_multiplier
+    z_spec, z_gd = plan.spectral.noise_multiplier, plan.iterations[0].item[0].noise_multiplier
     assert z_spec == pytest.approx(0.25 * z_gd, rel=1e-6)
     # less noise on this release leaves more on the others, at the same total ε
-    assert z_gd > base.iterations[0].gd.noise_multiplier
+    assert z_gd > base.iterations[0].item[0].noise_multiplier
     assert plan.epsilon <= cfg.epsilon * (1 + 1e-6)
     assert plan.epsilon == pytest.approx(base.epsilon, rel=1e-2)
 
@@ -159,13 +159,13 @@ def test_random_init_plan_is_unchanged():
 def test_spectral_start_needs_the_counts_so_it_releases_them():
     # SSP with uniform weights and no prior releases no counts with the random start …
     kw = dict(solver="ssp", weights="uniform", popularity_prior=0.0, dim=4, iterations=2)
-    assert not TrainConfig(**kw).needs_counts
+    assert not releases_counts(TrainConfig(**kw))
     assert make_plan(TrainConfig(**kw)).counts is None
     # … the spectral start ranks items by them: they are released (and charged) first
     cfg = TrainConfig(init="spectral", **kw)
-    assert cfg.needs_counts and make_plan(cfg).counts is not None
+    assert releases_counts(cfg) and make_plan(cfg).counts is not None
     assert [r.name for r in make_plan(cfg).releases()][:2] == ["item_counts", "spectral_init"]
-    assert not TrainConfig(init="spectral", private=False).needs_counts
+    assert not releases_counts(TrainConfig(init="spectral", private=False))
 
 
 def test_resume_does_not_release_it_again(tmp_path):

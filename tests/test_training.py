@@ -129,7 +129,7 @@ def test_b_noise_sensitivity_includes_the_label_range():
     _, s3 = ssp_sensitivities(4.0, 0.5, 3.0)
     assert s3 == pytest.approx(3 * s1) and s1 == pytest.approx(2 * 0.5 * 1.0)
     plan = dpmt.train.make_plan(TrainConfig(budget=4.0, user_clip=0.5, solver="ssp"))
-    assert plan.iterations[0].ssp_b.sensitivity == pytest.approx(s1)  # implicit: y_max = 1
+    assert plan.iterations[0].item[1].sensitivity == pytest.approx(s1)  # b̂; y_max = 1
     assert [p.sensitivity for p in planned_releases(TrainConfig(budget=4.0, user_clip=0.5,
                                                                  solver="ssp"))
             if p.name == "iter0/ssp_b"] == [pytest.approx(s1)]

@@ -3,7 +3,7 @@
 One measurement (:func:`bench_once`) builds a dataset (ML-20M-like synthetic data with
 ``--interactions`` ratings, or a real MovieLens file), then, as :func:`dpmt.train.loop.fit`
 does, the calibrated privacy plan (:func:`dpmt.train.plan.make_plan`), the private counts,
-the weights and the steps (:func:`dpmt.solvers.steps.make_steps`: one device or sharded,
+the weights and the steps (:func:`dpmt.train.methods.make_steps`: one device or sharded,
 chosen there), and times, per iteration, after one warm-up iteration that compiles every
 kernel:
 
@@ -159,7 +159,7 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
     exact; "cg" warm-starts from the previous iteration's U, as ``fit`` does).
     ``against="implicit"``: also run :func:`against_implicit` (``against_repeats`` rounds).
 
-    The steps come from :func:`dpmt.solvers.steps.make_steps` (``devices > 1``: the user,
+    The steps come from :func:`dpmt.train.methods.make_steps` (``devices > 1``: the user,
     item and noisy-GD steps row-sharded over that many devices; on CPU the devices must exist
     already, see :func:`run`) and their noise from :func:`dpmt.train.plan.make_plan`, as in
     :func:`dpmt.train.loop.fit`; the part-by-part breakdown is a one-device measurement."""
@@ -172,7 +172,10 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
     from dpmt.privacy.randomness import NoiseSource
     from dpmt.solvers import layout as layout_mod
     from dpmt.solvers.ssp import noisy_gramian, spectral_shift
-    from dpmt.solvers.steps import ItemNoise, gd_item_step, make_steps, ssp_item_step
+    from dpmt.solvers.steps import gd_item_step, ssp_item_step
+    from dpmt.train.methods import make_steps
+    from dpmt.train.methods.noisy_gd import NOISY_GD
+    from dpmt.train.methods.ssp import SSP
     from dpmt.train.loop import initial_items
     from dpmt.train.plan import make_plan
     from dpmt.train.weights import compute_weights
@@ -247,7 +250,7 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
         if rel.gramian is not None:
             G, t_gram = _timed(lambda: noisy_gramian(U, k_gram, rel.gramian.noise_std))
             extra = cfg.gravity * G
-        noise = ItemNoise(sigma_A=rel.ssp_A.noise_std, sigma_b=rel.ssp_b.noise_std)
+        noise = SSP.noise(rel.item)             # (Â, b̂)'s noise std
         (V_new, state), t_item = _timed(
             lambda: steps.item_step.update(state, V, U, k_item, noise, extra, noisy_n))
         row = {"user_step": t_user, "gramian": t_gram, "item_step": t_item}
@@ -292,14 +295,14 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
         "setup_seconds": {"data": t_data, "layouts_and_weights": t_setup},
         "padding": padding,
         "epsilon": plan.epsilon,
-        "noise_std": {"ssp_A": _std(it0.ssp_A), "ssp_b": _std(it0.ssp_b),
+        "noise_std": {"ssp_A": _std(it0.item[0]), "ssp_b": _std(it0.item[1]),
                       "gramian": _std(it0.gramian), "counts": _std(plan.counts)},
     }
     for name, fl in (("item_step", fl_item), ("user_step", fl_user)) + \
             ((("item_step_compare", fl_other),) if other_steps is not None else ()):
         out[name] = _step_entry([r[name] for r in rows], fl, P)
-    out["shift"] = float(spectral_shift(it0.ssp_A.noise_std, dim, train.n_items)) \
-        if it0.ssp_A is not None else 0.0
+    out["shift"] = float(spectral_shift(it0.item[0].noise_std, dim, train.n_items)) \
+        if it0.item else 0.0
     if other_steps is not None:
         cmp_ = out["item_step_compare"]
         cmp_["item_solve"] = other_solve
@@ -350,22 +353,22 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
         gd_rows, gd_traces = [], []
         for t in range(iterations + 1):
             before = layout_mod.trace_count()
-            gd_noise = ItemNoise(gd_multiplier=gd_plan.iterations[t].gd.noise_multiplier)
+            gd_noise = NOISY_GD.noise(gd_plan.iterations[t].item)
             _, sec = _timed(lambda: gd_steps.item_step.update(
                 gd_state, V, U, jax.random.fold_in(k_iter, 1000 + t), gd_noise, extra,
                 noisy_n))
             gd_rows.append(sec)
             gd_traces.append(_trace_diff(before, layout_mod.trace_count()))
         out["gd_step"] = _step_entry(gd_rows, fl_gd, P)
-        out["gd_noise_multiplier"] = gd_plan.iterations[0].gd.noise_multiplier
+        out["gd_noise_multiplier"] = gd_plan.iterations[0].item[0].noise_multiplier
         out["recompilations_after_first_iteration"] += recompilations(gd_traces)
         log("noisy GD step: " + ", ".join(f"{x:.2f}s" for x in gd_rows))
     if breakdown and steps.mesh is None:
         out["item_step_breakdown"] = item_step_breakdown(steps.items, U, steps.weights, dim,
-                                                         cfg, it0.ssp_A.noise_std, P)
+                                                         cfg, it0.item[0].noise_std, P)
     if against == "implicit":
         rel = plan.iterations[0]
-        private = (ItemNoise(sigma_A=rel.ssp_A.noise_std, sigma_b=rel.ssp_b.noise_std),
+        private = (SSP.noise(rel.item),
                    _std(rel.gramian), k_iter)
         out["against_implicit"] = against_implicit(train, w, steps, V, repeats=against_repeats,
                                                    private=private, log=log)
@@ -380,7 +383,7 @@ def item_step_breakdown(items, U, w_j, dim: int, cfg, sigma_A: float, peak: floa
     and ``eigh`` / PSD projection / Cholesky on a sample of ``sample`` real ``Â + extra + λI``
     systems, scaled to all items; and ``psd="shift"``'s whole solve (``Â + sI``, checked
     Cholesky, fallback) on the same sample, with the number of its items that fell back. ``items``: a one-device task layout; ``sigma_A``: the noise
-    std of Â (the plan's ``iterations[0].ssp_A``)."""
+    std of Â (the plan's ``iterations[0].item[0]``, SSP's first release)."""
     import jax
     import jax.numpy as jnp
 

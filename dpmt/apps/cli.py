@@ -15,6 +15,7 @@ import os
 import sys
 
 from dpmt.errors import ConfigError, DpmtError
+from dpmt.registry import SOLVERS
 
 from dpmt.apps.args import (COMPARE_SWEPT, PRIVACY_UNIT_HELP, add_config_arguments,
                             changed_flags, config_from_args, parse_number)
@@ -260,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "tail adaptive)")
     c.add_argument("--epsilons", nargs="+", type=parse_number("--epsilons", "float"),
                    default=[5.0], metavar="EPS", help="target ε of each private run (default: 5)")
-    c.add_argument("--solvers", nargs="+", choices=["ssp", "gd"], default=["ssp"],
+    c.add_argument("--solvers", nargs="+", choices=SOLVERS, default=["ssp"],
                    help="private item steps to compare (default: ssp)")
     c.add_argument("--seeds", nargs="+", type=parse_number("--seeds", "int"), default=[0],
                    metavar="SEED", help="seeds; each gives its own split (default: 0)")

@@ -29,7 +29,7 @@ all processes' devices (``make_mesh()`` after initialising); arrays are built wi
 :func:`jax.make_array_from_callback`, so each process only materialises its own devices'
 shards. See ``scripts/multihost.py`` and docs/scaling.md.
 
-:func:`dpmt.solvers.steps.make_steps` picks these for ``ExecutionConfig(devices=N)`` (noisy
+:func:`dpmt.train.methods.make_steps` picks these for ``ExecutionConfig(devices=N)`` (noisy
 GD shards through :func:`dpmt.solvers.noisy_gd.sharded_clipped_sum`); the memory and
 communication model of these steps is :mod:`dpmt.apps.scaling`.
 """

@@ -1,11 +1,12 @@
 """The steps of alternating minimisation, on one device or sharded — chosen once, here.
 
-:func:`make_steps` builds the layouts of a training set, places them on one device or
+:func:`build_steps` builds the layouts of a training set, places them on one device or
 row-splits them over a mesh of ``devices`` devices (:mod:`dpmt.solvers.sharding`), and
 returns a :class:`Steps` object whose methods are the same on either: the exact user step
 and an item step in optax's ``(init, update)`` form with a NamedTuple state. No other module
 dispatches between single-device and sharded kernels (training, the benchmark and the
-multi-host script all come through here).
+multi-host script all come through here). Which item step runs is the method's choice
+(:mod:`dpmt.train.methods`): this module only provides the steps.
 
 Item steps (Krichene et al. 2023):
 
@@ -115,22 +116,24 @@ def estimate_bytes(n_users: int, n_items: int, nnz: int, dim: int) -> int:
     return int(factors + systems + 50 * int(nnz) + 256 * 2**20)
 
 
-def make_steps(cfg: TrainConfig, train, weights, *, labels=None, item_features=None,
-               devices: int = 1) -> Steps:
-    """Layouts of ``train`` (a :class:`~dpmt.data.Ratings`) and the steps of ``cfg``.
+def build_steps(cfg: TrainConfig, train, weights, *, labels=None, devices: int = 1,
+                segment_items: bool = False, shard_items: bool = True) -> Steps:
+    """Layouts of ``train`` (a :class:`~dpmt.data.Ratings`) and the user step of ``cfg``;
+    the item step is the method's (``dpmt.train.methods.make_steps`` builds both).
 
     Args:
       weights: float (nnz,) w_ij in ``train``'s order.
       labels: float (nnz,) y_ij or None (implicit feedback, y = 1).
-      item_features: (m, f) public item features (noisy GD with ``encoder='mlp'``).
       devices: 1, or the size of the mesh to shard over (the devices must exist).
+      segment_items: cut long item rows into fixed-width segments (less padding; the SSP
+        item step on one device reads them, noisy GD and the sharded steps read plain
+        buckets).
+      shard_items: split the item layout over the devices too (a step over item rows).
     """
     from dpmt.solvers import layout as layout_mod
     if cfg.reg is None:          # fit() resolves it by rule first; a direct caller gets λ = 3
         cfg = cfg.replace(reg=BASE_REG)
-    # segments (long item rows cut in fixed-width pieces: less padding) serve the SSP item
-    # step on one device; noisy GD and the sharded steps read plain buckets
-    segment = layout_mod.SEGMENT_WIDTH if cfg.solver == "ssp" and devices == 1 else None
+    segment = layout_mod.SEGMENT_WIDTH if segment_items and devices == 1 else None
     items = layout_mod.task_layout(train, dim=cfg.dim, segment_width=segment)
     users = layout_mod.user_layout(train, dim=cfg.dim)
     mesh = None
@@ -140,7 +143,7 @@ def make_steps(cfg: TrainConfig, train, weights, *, labels=None, item_features=N
         sharding.request_devices(devices)
         mesh = sharding.make_mesh(devices)
         users = sharding.shard_layout(users, mesh)
-        if cfg.gd.encoder != "mlp" or cfg.solver != "gd":   # SSP / GD embedding split items
+        if shard_items:
             items = sharding.shard_layout(items, mesh)
         log.info("sharding the user and item steps over %d %s devices", devices,
                  jax.devices()[0].platform)
@@ -148,10 +151,6 @@ def make_steps(cfg: TrainConfig, train, weights, *, labels=None, item_features=N
     steps.weights = steps.replicated(jnp.asarray(weights, jnp.float32))
     steps.labels = None if labels is None else steps.replicated(jnp.asarray(labels,
                                                                             jnp.float32))
-    if cfg.solver == "ssp":
-        steps.item_step = ssp_item_step(steps)
-    else:
-        steps.item_step = gd_item_step(steps, train.n_items, item_features)
     return steps
 
 
@@ -203,11 +202,11 @@ def item_encoder(cfg: TrainConfig, n_items: int, item_features=None):
                                dim=cfg.dim)
 
 
-def initial_item_state(cfg: TrainConfig, n_items: int, item_features, key) -> ItemState:
-    """The item step's state before the first iteration: the MLP's initial parameters for
-    noisy GD with ``encoder='mlp'``, else empty. Needs no layout (resume uses it as the
-    pytree template of a checkpoint)."""
-    if cfg.solver != "gd" or cfg.gd.encoder != "mlp":
+def gd_initial_state(cfg: TrainConfig, n_items: int, item_features, key) -> ItemState:
+    """Noisy GD's state before the first iteration: the MLP's initial parameters with
+    ``encoder='mlp'``, else empty. Needs no layout (resume uses it as the pytree template of
+    a checkpoint)."""
+    if cfg.gd.encoder != "mlp":
         return ItemState()
     from dpmt.solvers import encoders
 
@@ -232,7 +231,7 @@ def gd_item_step(steps: Steps, n_items: int, item_features=None) -> ItemStep:
     layout = steps.users if mlp else steps.items
 
     def init(key, V) -> ItemState:
-        return initial_item_state(cfg, n_items, item_features, key)
+        return gd_initial_state(cfg, n_items, item_features, key)
 
     def update(state, V, U, key, noise: ItemNoise, extra=None, num_users=None):
         params = state.params if mlp else encoders.embedding_params(V)

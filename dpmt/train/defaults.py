@@ -71,23 +71,15 @@ seeds, n̂ ≈ 740; the 50k-user synthetic, n̂ ≈ 4.9·10⁴; η ∈ {0, ¼, �
 from __future__ import annotations
 
 from dpmt.config import BASE_REG
-
-#: N₀ of the rule (r = N₀ / (n̂ ε))
-PRIOR_SCALE = 3500.0
-#: η_max: beyond it the ranking is private popularity in all but ties
-PRIOR_MAX = 100.0
-
+from dpmt.registry import SOLVERS
 
 #: n̂·ε below which ``weights="auto"`` is uniform (above: adaptive)
 WEIGHTS_SCALE = 100_000.0
 #: λ of every run the ridge rule does not raise
 REG = BASE_REG
-#: λ of noisy GD below :data:`REG_SCALE`
-NOISY_REG = 10.0
-#: n̂·ε below which noisy GD gets :data:`NOISY_REG`
-REG_SCALE = 1200.0
-#: η of noisy GD (its models beat private popularity on their own)
-GD_PRIOR = 0.25
+# The solver-specific constants live with their solvers: N₀ and η_max in
+# dpmt.train.methods.ssp (PRIOR_SCALE, PRIOR_MAX), λ = 10 below n̂·ε = 1200 and η = ¼ in
+# dpmt.train.methods.noisy_gd (NOISY_REG, REG_SCALE, GD_PRIOR).
 
 
 def weights_for(noisy_users: float | None, epsilon: float) -> str:
@@ -98,23 +90,29 @@ def weights_for(noisy_users: float | None, epsilon: float) -> str:
 
 def reg_for(noisy_users: float | None, epsilon: float, private: bool,
             solver: str = "gd") -> float:
-    """λ of the ridge rule above (``reg=None``) from n̂, ε and the item-step solver. Without a
-    released n̂ (nothing read the counts) the rule has no input and gives :data:`REG`."""
-    if not private or solver != "gd" or noisy_users is None:
-        return REG
-    return NOISY_REG if max(float(noisy_users), 1.0) * epsilon < REG_SCALE else REG
+    """λ of the ridge rule above (``reg=None``) from n̂, ε and the item-step solver (its
+    :meth:`~dpmt.train.methods.ItemMethod.default_reg`). Non-private: :data:`REG`."""
+    return _reg(noisy_users, epsilon, private, solver)[0]
+
+
+def _reg(noisy_users, epsilon, private, solver) -> tuple[float, str]:
+    if not private:
+        return REG, "non-private"
+    return SOLVERS[solver].default_reg(noisy_users, epsilon)
 
 
 def popularity_prior(noisy_users: float | None, epsilon: float, private: bool,
                      solver: str = "gd", weights: str = "adaptive") -> float:
     """η of the rule above from the released user count ``noisy_users`` (n̂), ε, the
-    item-step solver and the (resolved) weights."""
+    item-step solver (its :meth:`~dpmt.train.methods.ItemMethod.default_prior`) and the
+    (resolved) weights. Non-private: 0."""
+    return _prior(noisy_users, epsilon, private, solver, weights)[0]
+
+
+def _prior(noisy_users, epsilon, private, solver, weights) -> tuple[float, str]:
     if not private:
-        return 0.0
-    r = PRIOR_SCALE / (max(float(noisy_users or 0.0), 1.0) * float(epsilon))
-    if solver == "gd":
-        return 0.0 if weights == "uniform" else GD_PRIOR
-    return float(min(PRIOR_MAX, r * r))
+        return 0.0, "non-private: no prior"
+    return SOLVERS[solver].default_prior(noisy_users, epsilon, weights)
 
 
 def resolve(cfg, noisy_users: float | None):
@@ -127,21 +125,11 @@ def resolve(cfg, noisy_users: float | None):
         why.append(("weights", w, f"n̂·ε = {float(noisy_users or 0):.0f}·{cfg.epsilon:g} "
                                   f"{'<' if w == 'uniform' else '≥'} {WEIGHTS_SCALE:g}"))
     if cfg.reg is None:
-        lam = reg_for(noisy_users, cfg.epsilon, cfg.private, cfg.solver)
-        reason = ("non-private" if not cfg.private else "SSP" if cfg.solver != "gd" else
-                  "no released n̂" if noisy_users is None else
-                  f"noisy GD, n̂·ε = {float(noisy_users):.0f}·{cfg.epsilon:g} "
-                  f"{'<' if lam == NOISY_REG else '≥'} {REG_SCALE:g}")
+        lam, reason = _reg(noisy_users, cfg.epsilon, cfg.private, cfg.solver)
         cfg = cfg.replace(reg=lam)
         why.append(("reg", lam, reason))
     if cfg.popularity_prior is None:
-        eta = popularity_prior(noisy_users, cfg.epsilon, cfg.private, cfg.solver, cfg.weights)
-        reason = ("non-private: no prior" if not cfg.private else
-                  "noisy GD with uniform weights: η = 0" if cfg.solver == "gd"
-                  and cfg.weights == "uniform" else
-                  f"noisy GD: η = {GD_PRIOR:g}" if cfg.solver == "gd" else
-                  f"SSP: min({PRIOR_MAX:g}, r²), r = {PRIOR_SCALE:g} / (n̂ ε), n̂ = "
-                  f"{noisy_users:.0f}, ε = {cfg.epsilon:g}")
+        eta, reason = _prior(noisy_users, cfg.epsilon, cfg.private, cfg.solver, cfg.weights)
         cfg = cfg.replace(popularity_prior=eta)
         why.append(("popularity_prior", eta, reason))
     return cfg, why

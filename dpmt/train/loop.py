@@ -50,10 +50,11 @@ from dpmt.model import Model
 from dpmt.privacy import PrivacyLedger, private_counts
 from dpmt.privacy.mechanisms import select_items
 from dpmt.privacy.randomness import NoiseSource
-from dpmt.solvers.steps import ItemNoise, initial_item_state, make_steps
 from dpmt.train.checkpoint import Checkpoint, LoopState, data_fingerprint
 from dpmt.train.labels import rating_labels
-from dpmt.train.plan import PrivacyPlan, beta_of, make_plan, sampler_draws
+from dpmt.train.methods import initial_item_state, make_steps, method_of
+from dpmt.train.plan import (PrivacyPlan, beta_of, make_plan, releases_counts,
+                             sampler_draws)
 from dpmt.train.weights import compute_weights
 
 log = logging.getLogger("dpmt.train")
@@ -150,7 +151,7 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
 
     # 1. private counts (+ user count), 2. weights
     noisy_counts = noisy_n = selected = None
-    if cfg.needs_counts or select:
+    if releases_counts(cfg) or select:
         if saved is not None and "noisy_counts" in saved:
             noisy_counts, noisy_n = saved["noisy_counts"], saved["noisy_n"]
             selected = saved.get("selected_items")
@@ -195,6 +196,7 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
                         seed=int(src.numpy_rng("weights").integers(0, 2**31 - 1)))
     _check_weight_budget(model_cfg, train, w)
 
+    method = method_of(model_cfg)
     steps = make_steps(model_cfg, train, w, labels=labels, item_features=item_features,
                        devices=ex.devices)
     item = steps.item_step
@@ -224,14 +226,11 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
 
             sigma_g = _charge(ledger, rel.gramian if rel else None)
             extra = cfg.gravity * noisy_gramian(U, k_gram, sigma_g)
-        # c. private item step
-        if cfg.solver == "ssp":
-            noise_t = ItemNoise(sigma_A=_charge(ledger, rel.ssp_A if rel else None),
-                                sigma_b=_charge(ledger, rel.ssp_b if rel else None))
-        else:
-            if rel is not None:
-                ledger.record(rel.gd)
-            noise_t = ItemNoise(gd_multiplier=0.0 if rel is None else rel.gd.noise_multiplier)
+        # c. private item step: its method's releases, charged, give the step its noise
+        if rel is not None:
+            for r in rel.item:
+                ledger.record(r)
+        noise_t = method.noise(None if rel is None else rel.item)
         V, item_state = item.update(state.item_state, V, U, k_item, noise_t, extra, n_norm)
         V = jnp.asarray(V, jnp.float32)
         if not bool(jnp.all(jnp.isfinite(V))):
@@ -483,10 +482,7 @@ def _charge(ledger: PrivacyLedger | None, release) -> float:
 
 
 def _divergence_message(cfg: TrainConfig, t: int) -> str:
-    hint = ("noisy GD diverged: lower --gd-learning-rate (now "
-            f"{cfg.gd.learning_rate:g})" if cfg.solver == "gd"
-            else "the item systems became singular: raise --reg (now "
-            f"{cfg.reg:g})")
+    hint = method_of(cfg).divergence_hint(cfg)
     return f"the item embeddings became non-finite at iteration {t} ({hint}); nothing was saved"
 
 

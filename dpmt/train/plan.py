@@ -24,14 +24,16 @@ A run of private alternating minimisation releases, under add/remove of one user
   (L2 sensitivity √β C y_max, y_max = 1 for implicit feedback, the label clip for ratings),
   Algorithm 1 of Krichene et al. 2023; or noisy GD's
   ``steps`` Gaussian steps on the clipped gradient sum (sensitivity G, optionally
-  Poisson-subsampled), Algorithm 2.
+  Poisson-subsampled), Algorithm 2 — or any registered method's
+  (:data:`dpmt.registry.SOLVERS`).
 
 :func:`make_plan` lists them (:func:`planned_releases`), finds one noise scale for the target
 (ε, δ) with ``dp_accounting`` (:func:`dpmt.privacy.calibrate`) and returns a
 :class:`PrivacyPlan` whose fields are the concrete :class:`~dpmt.privacy.Release` objects:
-each carries its sensitivity, its noise and its ``dp_event()``. The training loop reads
-``plan.iterations[t].ssp_A`` — never a release looked up by a name string — and charges
-exactly those objects to the ledger. A budget that cannot be met is refused here, before any
+each carries its sensitivity, its noise and its ``dp_event()``. The item step's releases are
+its method's (:mod:`dpmt.train.methods`, ``plan.iterations[t].item``, in the method's
+order); the training loop charges exactly those objects to the ledger and gives them back
+to the method for its noise — never a release looked up by a name string. A budget that cannot be met is refused here, before any
 data is read.
 
 Discrete Gaussian releases (the directly published integer statistics: issue 24) carry the
@@ -50,13 +52,12 @@ import dataclasses
 from typing import Mapping
 
 from dpmt.config import TrainConfig
-from dpmt.errors import ConfigError
 from dpmt.privacy import Calibration, PlannedRelease, Release, calibrate
 from dpmt.privacy.mechanisms import (counts_release, item_offsets_release, mean_releases,
                                      partition_threshold)
-from dpmt.solvers.noisy_gd import noisy_gd_sensitivity
 from dpmt.solvers.spectral_init import spectral_sensitivity
-from dpmt.solvers.ssp import gramian_sensitivity, ssp_sensitivities
+from dpmt.solvers.ssp import gramian_sensitivity
+from dpmt.train.methods import method_of
 
 #: the share of δ given to private partition selection (no public item catalogue): the
 #: probability δ_ps = PARTITION_DELTA_SHARE·δ that an item only the added user rated is kept
@@ -65,16 +66,15 @@ PARTITION_DELTA_SHARE = 0.1
 
 @dataclasses.dataclass(frozen=True)
 class IterationReleases:
-    """The releases of one alternating-minimisation iteration (None: not released)."""
+    """The releases of one alternating-minimisation iteration: the noisy Gramian (None when
+    α0 = 0) and the item step's, in the order of its method's
+    :meth:`~dpmt.train.methods.ItemMethod.releases` (SSP: Â, b̂; noisy GD: the steps)."""
 
     gramian: Release | None = None
-    ssp_A: Release | None = None
-    ssp_b: Release | None = None
-    gd: Release | None = None
+    item: tuple[Release, ...] = ()
 
     def all(self) -> tuple[Release, ...]:
-        return tuple(r for r in (self.gramian, self.ssp_A, self.ssp_b, self.gd)
-                     if r is not None)
+        return ((self.gramian,) if self.gramian is not None else ()) + tuple(self.item)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +119,16 @@ def _planned(rel: Release, **kw) -> PlannedRelease:
                           coordinates=rel.coordinates, step=rel.step, delta=rel.delta, **kw)
 
 
+def releases_counts(cfg: TrainConfig) -> bool:
+    """Whether a run releases private task sizes and the user count n̂: the non-uniform
+    weights read them, a method may (noisy GD normalises its gradient by n̂: the true n is
+    private under add/remove-one), the popularity prior ranks by them, the rating task's
+    item offsets divide by them, and the spectral start picks its K items by them."""
+    return cfg.private and (cfg.weights != "uniform" or method_of(cfg).needs_counts(cfg)
+                            or cfg.rating_offsets or cfg.uses_popularity_prior
+                            or cfg.init == "spectral")
+
+
 def partition_delta(cfg: TrainConfig) -> float:
     """δ_ps of private partition selection: :data:`PARTITION_DELTA_SHARE`·δ."""
     return PARTITION_DELTA_SHARE * float(cfg.delta)
@@ -149,40 +159,31 @@ def sampler_draws(cfg: TrainConfig, n_items: int, n_features: int | None = None
                   ) -> dict[str, int]:
     """Normals each continuous release of ``cfg`` draws from the 64-bit sampler, on data with
     ``n_items`` item rows (the public catalogue, or before a private selection: an upper
-    bound) and, for ``gd.encoder='mlp'``, ``n_features`` public features per item.
+    bound) and ``n_features`` public features per item (an MLP encoder's input).
 
     Keyed by release name, for :func:`make_plan`'s ``draws``: the spectral start's
     ``K(K+1)/2`` (``K = min(n_items, spectral_items)``), per iteration the Gramian's
-    ``d(d+1)/2``, SSP's ``n_items·d(d+1)/2`` (Â) and ``n_items·d`` (b̂), noisy GD's
-    ``n_params·steps`` (:func:`~dpmt.solvers.noisy_gd.gd_noise_draws`; ``n_params`` = the
-    encoder's parameter count). Public: a function of the config and the data's shape only.
+    ``d(d+1)/2`` and the item step's (its method's
+    :meth:`~dpmt.train.methods.ItemMethod.draws`). Public: a function of the config and the
+    data's shape only.
     """
-    from dpmt.solvers.noisy_gd import gd_noise_draws
     from dpmt.solvers.spectral_init import spectral_noise_draws
-    from dpmt.solvers.ssp import gramian_noise_draws, ssp_noise_draws
+    from dpmt.solvers.ssp import gramian_noise_draws
 
     if not cfg.private:
         return {}
-    n_items, d = int(n_items), int(cfg.dim)
+    method = method_of(cfg)
     out: dict[str, int] = {}
     if cfg.init == "spectral":
-        out["spectral_init"] = spectral_noise_draws(min(n_items, int(cfg.spectral_items)))
-    if cfg.solver == "gd":
-        if cfg.gd.encoder == "mlp":
-            if n_features is None:
-                raise ConfigError("encoder='mlp' needs public item features (ML-100K "
-                                  "genres): pass item_features=")
-            h = int(cfg.gd.mlp_hidden)
-            n_params = int(n_features) * h + h + h * d + d      # Dense(h) then Dense(d)
-        else:
-            n_params = n_items * d
+        out["spectral_init"] = spectral_noise_draws(min(int(n_items), int(cfg.spectral_items)))
+    names = [r.name for r in method.releases(cfg)]
+    per = method.draws(cfg, int(n_items), n_features)
     for t in range(cfg.iterations):
         if cfg.gravity > 0:
-            out[f"iter{t}/gramian"] = gramian_noise_draws(d)
-        if cfg.solver == "ssp":
-            out[f"iter{t}/ssp_A"], out[f"iter{t}/ssp_b"] = ssp_noise_draws(n_items, d)
-        else:
-            out[f"iter{t}/gd"] = gd_noise_draws(n_params, cfg.gd.steps)
+            out[f"iter{t}/gramian"] = gramian_noise_draws(int(cfg.dim))
+        for name, n in zip(names, per):
+            if n:
+                out[f"iter{t}/{name}"] = int(n)
     return out
 
 
@@ -216,7 +217,7 @@ def planned_releases(cfg: TrainConfig, *, select_items: bool = False,
         rel_sum, rel_cnt = mean_releases(k, lo, hi, 1.0, 1.0)
         plan.append(_planned(rel_sum, noise_ratio=cfg.count_noise_ratio))
         plan.append(_planned(rel_cnt, noise_ratio=cfg.count_noise_ratio))
-    if cfg.needs_counts or (cfg.private and select_items):
+    if releases_counts(cfg) or (cfg.private and select_items):
         delta_ps = 0.0
         if select_items:
             delta_ps = (partition_delta(cfg) if partition_delta_ps is None
@@ -232,18 +233,17 @@ def planned_releases(cfg: TrainConfig, *, select_items: bool = False,
         # triangle as for the noisy Gramian
         plan.append(continuous("spectral_init", spectral_sensitivity(),
                                noise_ratio=cfg.spectral_noise_ratio))
-    beta = beta_of(cfg)
+    item = method_of(cfg).releases(cfg)
     for t in range(cfg.iterations):
         if cfg.gravity > 0:
             plan.append(continuous(f"iter{t}/gramian", gramian_sensitivity(cfg.user_clip),
                                    noise_ratio=cfg.gram_noise_ratio))
-        if cfg.solver == "ssp":
-            s_a, s_b = ssp_sensitivities(beta, cfg.user_clip, cfg.y_max)
-            plan.append(continuous(f"iter{t}/ssp_A", s_a))
-            plan.append(continuous(f"iter{t}/ssp_b", s_b, noise_ratio=cfg.b_noise_ratio))
-        else:
-            plan.append(continuous(f"iter{t}/gd", noisy_gd_sensitivity(cfg.gd.clip),
-                                   count=cfg.gd.steps, sampling_rate=cfg.gd.sampling_rate))
+        for r in item:                       # the method's releases, named for iteration t
+            name = f"iter{t}/{r.name}"
+            n = int(draws.get(name, 0))
+            plan.append(dataclasses.replace(
+                r, name=name, draws=n,
+                delta=r.delta + sampler_delta(n) + float(edge.get(name, 0.0))))
     return plan
 
 
@@ -266,6 +266,7 @@ def make_plan(cfg: TrainConfig, *, select_items: bool = False,
     """
     if not cfg.private:
         return None
+    method_of(cfg).check(cfg)
     edge: dict[str, float] = {}
     for _ in range(8):
         planned = planned_releases(cfg, select_items=select_items, draws=draws, edge=edge,
@@ -281,17 +282,15 @@ def make_plan(cfg: TrainConfig, *, select_items: bool = False,
     rel = list(cal.releases)
     mean_sum = rel.pop(0) if cfg.task == "rating" else None
     mean_count = rel.pop(0) if cfg.task == "rating" else None
-    counts = rel.pop(0) if (cfg.needs_counts or select_items) else None
+    counts = rel.pop(0) if (releases_counts(cfg) or select_items) else None
     offsets = rel.pop(0) if cfg.rating_offsets else None
     spectral = rel.pop(0) if cfg.init == "spectral" else None
     iterations = []
+    n_item = len(method_of(cfg).releases(cfg))
     for _ in range(cfg.iterations):
         gram = rel.pop(0) if cfg.gravity > 0 else None
-        if cfg.solver == "ssp":
-            a, b = rel.pop(0), rel.pop(0)
-            iterations.append(IterationReleases(gramian=gram, ssp_A=a, ssp_b=b))
-        else:
-            iterations.append(IterationReleases(gramian=gram, gd=rel.pop(0)))
+        item = tuple(rel.pop(0) for _ in range(n_item))
+        iterations.append(IterationReleases(gramian=gram, item=item))
     assert not rel, "every calibrated release belongs to one step"
     threshold = None
     if select_items:

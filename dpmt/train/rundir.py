@@ -29,6 +29,7 @@ from dpmt.config import ExecutionConfig, TrainConfig
 from dpmt.errors import ConfigError, DataError
 from dpmt.model import MODEL_FILE, SHARED_DIR, TRAINER_DIR, Model
 from dpmt.train.checkpoint import CHECKPOINT_FILE
+from dpmt.train.methods import method_of
 from dpmt.train.plan import make_plan
 
 CONFIG_FILE = "config.json"
@@ -179,7 +180,7 @@ def run(cfg: TrainConfig, out_dir: str | os.PathLike | None = None, *,
                 return Model.load(out)
         split = prepare_data(cfg, ex)
         features = None
-        if cfg.solver == "gd" and cfg.gd.encoder == "mlp":
+        if method_of(cfg).needs_item_features(cfg):
             from dpmt.data import item_features_for
 
             features = item_features_for(cfg.dataset, split.train, data_dir=ex.data_dir)
