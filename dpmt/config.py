@@ -23,9 +23,8 @@ import math
 from typing import Any
 
 from dpmt.errors import ConfigError, check_range
-from dpmt.registry import SOLVERS
+from dpmt.registry import SOLVERS, WEIGHTINGS
 
-WEIGHTS = ("auto", "uniform", "tail", "adaptive", "adaptive-normalized")
 SPLITS = ("per-user", "heldout-users", "random")
 TASKS = ("implicit", "rating")
 ENCODERS = ("embedding", "mlp")
@@ -195,7 +194,7 @@ class TrainConfig:
                       "tail (the k least popular by noisy count), adaptive (ω ∝ n̂^−μ, eq. 11, "
                       "clipped to β per user), adaptive-normalized (every user at β), or auto "
                       "(uniform when n̂·ε < 2000, else adaptive: dpmt.train.defaults)",
-                      "weights", choices=WEIGHTS)
+                      "weights", choices=WEIGHTINGS)
     mu: float | None = _f(0.25, "exponent μ of ω_i ∝ n̂_i^−μ", "weights",
                           none="(1+γ)/4")
     gamma: float = _f(1.0, "γ of μ = (1+γ)/4 when mu is unset: 0 Lipschitz, 1 strongly "
@@ -262,7 +261,7 @@ class TrainConfig:
             raise ConfigError(f"gd must be a GDConfig (got {type(self.gd).__name__}); use "
                               "TrainConfig(gd=GDConfig(steps=...))")
         _check_finite(self)
-        for name, allowed in [("solver", SOLVERS), ("weights", WEIGHTS), ("split", SPLITS),
+        for name, allowed in [("solver", SOLVERS), ("weights", WEIGHTINGS), ("split", SPLITS),
                               ("accountant", ACCOUNTANTS), ("on_duplicate", ON_DUPLICATE),
                               ("item_solve", ITEM_SOLVES), ("user_solve", USER_SOLVES),
                               ("task", TASKS)]:
@@ -332,9 +331,7 @@ class TrainConfig:
         check_range("seed", self.seed, low=0, high=2**31 - 1, integer=True)
         if self.noise_seed is not None:
             check_range("noise_seed", self.noise_seed, low=0, high=2**63 - 1, integer=True)
-        if self.weights in ("uniform", "tail", "auto") and not float(self.budget).is_integer():
-            raise ConfigError(f"weights={self.weights!r} samples k = budget items per user, so "
-                              f"budget must be an integer (got {self.budget})")
+        WEIGHTINGS[self.weights].check(self)        # e.g. β an integer for uniform/tail
         if self.init == "spectral" and self.solver == "gd" and self.gd.encoder == "mlp":
             raise ConfigError("init='spectral' starts the embedding table V; the MLP encoder "
                               "(gd.encoder='mlp') does not start from V: use init='random'")

@@ -88,3 +88,9 @@ class Registry:
 #: the private item step (Krichene et al. 2023): Algorithm 1 (SSP) and Algorithm 2 (noisy GD)
 SOLVERS = Registry("solver", {"ssp": "dpmt.train.methods.ssp:SSP",
                               "gd": "dpmt.train.methods.noisy_gd:NOISY_GD"})
+
+#: the task-user weights w_ij (:mod:`dpmt.weightings`)
+WEIGHTINGS = Registry("weights", {
+    "auto": "dpmt.weightings:AUTO", "uniform": "dpmt.weightings:UNIFORM",
+    "tail": "dpmt.weightings:TAIL", "adaptive": "dpmt.weightings:ADAPTIVE",
+    "adaptive-normalized": "dpmt.weightings:ADAPTIVE_NORMALIZED"})

@@ -117,3 +117,43 @@ def test_without_the_registration_the_name_is_unknown():
     assert "b-only" not in SOLVERS
     with pytest.raises(ConfigError, match="solver must be one of"):
         TrainConfig(solver="b-only")
+
+
+# -- a weighting from this file alone ---------------------------------------------------------
+class FirstK:
+    """Toy weighting: each user's first k = β ratings in the data's order, weight 1. Reads
+    no counts, so with SSP a private run releases none."""
+
+    name, help = "first-k", "toy: a user's first β ratings"
+    reads_counts, integer_budget, by_rule, uses_mu = False, True, False, False
+
+    def check(self, cfg):
+        if not float(cfg.budget).is_integer():
+            raise ConfigError("first-k: budget must be an integer")
+
+    def weights(self, cfg, user, item, noisy_counts, noisy_n_users, seed):
+        user = np.asarray(user)
+        order = np.argsort(user, kind="stable")
+        rank = np.empty(len(user), np.int64)
+        starts = np.searchsorted(user[order], user[order])
+        rank[order] = np.arange(len(user)) - starts
+        return (rank < int(cfg.budget)).astype(np.float64)
+
+
+def test_a_registered_weighting_trains_and_its_budget_is_enforced():
+    from dpmt.registry import WEIGHTINGS
+
+    WEIGHTINGS.register(FirstK())
+    try:
+        r = dpmt.data.make_synthetic(n_users=200, n_items=40, n_interactions=3000, seed=2)
+        cfg = TrainConfig(dataset="synthetic", solver="ssp", weights="first-k", budget=5.0,
+                          dim=3, iterations=1, epsilon=2.0, popularity_prior=0.0)
+        model = dpmt.fit(r, cfg, execution=QUIET)
+        assert [x.name for x in model.ledger.releases] == ["iter0/gramian", "iter0/ssp_A",
+                                                           "iter0/ssp_b"]    # no counts
+        with pytest.raises(ConfigError, match="first-k: budget must be an integer"):
+            TrainConfig(weights="first-k", budget=2.5)
+        w = FirstK().weights(cfg, r.user, r.item, None, None, 0)
+        assert np.bincount(r.user, weights=w ** 2).max() <= 5.0       # Σ w² ≤ β per user
+    finally:
+        WEIGHTINGS.unregister("first-k")

@@ -15,7 +15,7 @@ import os
 import sys
 
 from dpmt.errors import ConfigError, DpmtError
-from dpmt.registry import SOLVERS
+from dpmt.registry import SOLVERS, WEIGHTINGS
 
 from dpmt.apps.args import (COMPARE_SWEPT, PRIVACY_UNIT_HELP, add_config_arguments,
                             changed_flags, config_from_args, parse_number)
@@ -256,9 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "bar chart")
     add_config_arguments(c, skip=COMPARE_SWEPT)
     c.add_argument("--weight-grid", nargs="+", default=["uniform", "tail", "adaptive"],
-                   metavar="W", help="weights to compare: uniform, tail, adaptive, "
-                                     "adaptive-normalized; adaptive:MU sets μ (default: uniform "
-                                     "tail adaptive)")
+                   metavar="W", help="weights to compare: " + ", ".join(WEIGHTINGS)
+                   + "; adaptive:MU sets μ (default: uniform tail adaptive)")
     c.add_argument("--epsilons", nargs="+", type=parse_number("--epsilons", "float"),
                    default=[5.0], metavar="EPS", help="target ε of each private run (default: 5)")
     c.add_argument("--solvers", nargs="+", choices=SOLVERS, default=["ssp"],

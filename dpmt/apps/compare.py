@@ -19,6 +19,7 @@ import numpy as np
 
 from dpmt.config import TrainConfig
 from dpmt.errors import ConfigError
+from dpmt.registry import WEIGHTINGS
 from dpmt._io import atomic_write_bytes, atomic_write_text
 from dpmt.privacy.ledger import ML100K_TUNING_NOTE, PRIVACY_UNIT
 from dpmt.runtime import release_compiled_code
@@ -45,9 +46,9 @@ class GridPoint:
 def parse_weight_spec(spec: str) -> tuple[str, float | None]:
     """``adaptive`` or ``adaptive:0.25`` → (weights, μ)."""
     name, _, mu = spec.partition(":")
-    if name not in ("auto", "uniform", "tail", "adaptive", "adaptive-normalized"):
-        raise ConfigError(f"unknown weights {name!r} in {spec!r}; use auto, uniform, tail, "
-                          "adaptive or adaptive-normalized, optionally with :MU (e.g. "
+    if name not in WEIGHTINGS:
+        raise ConfigError(f"unknown weights {name!r} in {spec!r}; use one of "
+                          f"{', '.join(WEIGHTINGS)}, optionally with :MU (e.g. "
                           "adaptive:0.5)")
     if mu:
         try:
@@ -70,7 +71,7 @@ def build_grid(base: TrainConfig, weight_specs, epsilons, solvers, baselines=Tru
                 w, mu = parse_weight_spec(spec)
                 cfg = base.replace(private=True, solver=solver, epsilon=float(eps), weights=w,
                                    mu=mu if mu is not None else base.mu)
-                mu_s = f" μ={cfg.effective_mu:g}" if w.startswith("adaptive") else ""
+                mu_s = f" μ={cfg.effective_mu:g}" if WEIGHTINGS[w].uses_mu else ""
                 points.append(GridPoint(f"DP {w}{mu_s} {solver} ε={eps:g}", cfg))
     return points
 

@@ -71,7 +71,7 @@ seeds, n̂ ≈ 740; the 50k-user synthetic, n̂ ≈ 4.9·10⁴; η ∈ {0, ¼, �
 from __future__ import annotations
 
 from dpmt.config import BASE_REG
-from dpmt.registry import SOLVERS
+from dpmt.registry import SOLVERS, WEIGHTINGS
 
 #: n̂·ε below which ``weights="auto"`` is uniform (above: adaptive)
 WEIGHTS_SCALE = 100_000.0
@@ -119,7 +119,7 @@ def resolve(cfg, noisy_users: float | None):
     """``cfg`` with every auto (None) setting resolved, and the list of (setting, value,
     reason) lines for :func:`explain`."""
     why = []
-    if cfg.weights == "auto" and cfg.private:
+    if WEIGHTINGS[cfg.weights].by_rule and cfg.private:
         w = weights_for(noisy_users, cfg.epsilon)
         cfg = cfg.replace(weights=w)
         why.append(("weights", w, f"n̂·ε = {float(noisy_users or 0):.0f}·{cfg.epsilon:g} "

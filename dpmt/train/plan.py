@@ -57,6 +57,7 @@ from dpmt.privacy.mechanisms import (counts_release, item_offsets_release, mean_
                                      partition_threshold)
 from dpmt.solvers.spectral_init import spectral_sensitivity
 from dpmt.solvers.ssp import gramian_sensitivity
+from dpmt.registry import WEIGHTINGS
 from dpmt.train.methods import method_of
 
 #: the share of δ given to private partition selection (no public item catalogue): the
@@ -124,7 +125,8 @@ def releases_counts(cfg: TrainConfig) -> bool:
     weights read them, a method may (noisy GD normalises its gradient by n̂: the true n is
     private under add/remove-one), the popularity prior ranks by them, the rating task's
     item offsets divide by them, and the spectral start picks its K items by them."""
-    return cfg.private and (cfg.weights != "uniform" or method_of(cfg).needs_counts(cfg)
+    return cfg.private and (WEIGHTINGS[cfg.weights].reads_counts
+                            or method_of(cfg).needs_counts(cfg)
                             or cfg.rating_offsets or cfg.uses_popularity_prior
                             or cfg.init == "spectral")
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dpmt.config import BASE_REG, TrainConfig
 from dpmt.errors import ConfigError
 from dpmt.privacy import PlannedRelease, Release
+from dpmt.registry import WEIGHTINGS
 from dpmt.solvers.noisy_gd import gd_noise_draws, noisy_gd_sensitivity
 from dpmt.solvers.steps import ItemNoise, ItemState, Steps, gd_initial_state, gd_item_step
 from dpmt.train.methods import ItemMethod
@@ -78,8 +79,8 @@ class NoisyGDMethod(ItemMethod):
                      f"{'<' if lam == NOISY_REG else '≥'} {REG_SCALE:g}")
 
     def default_prior(self, noisy_users, epsilon, weights) -> tuple[float, str]:
-        if weights == "uniform":
-            return 0.0, "noisy GD with uniform weights: η = 0"
+        if not WEIGHTINGS[weights].reads_counts:
+            return 0.0, f"noisy GD with {weights} weights: η = 0"
         return GD_PRIOR, f"noisy GD: η = {GD_PRIOR:g}"
 
     def divergence_hint(self, cfg: TrainConfig) -> str:
