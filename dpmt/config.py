@@ -23,14 +23,12 @@ import math
 from typing import Any
 
 from dpmt.errors import ConfigError, check_range
-from dpmt.registry import SOLVERS, WEIGHTINGS
+from dpmt.registry import ITEM_SOLVES, SOLVERS, TASKS, WEIGHTINGS
 
 SPLITS = ("per-user", "heldout-users", "random")
-TASKS = ("implicit", "rating")
 ENCODERS = ("embedding", "mlp")
 ACCOUNTANTS = ("pld", "rdp")
 OPTIMIZERS = ("sgd", "adam")
-ITEM_SOLVES = ("project", "shift", "cg")
 USER_SOLVES = ("exact", "cg")
 ON_DUPLICATE = ("error", "keep-last")
 INITS = ("random", "spectral")
@@ -93,6 +91,11 @@ class GDConfig:
         _check_choice("gd.optimizer", self.optimizer, OPTIMIZERS)
         _check_choice("gd.encoder", self.encoder, ENCODERS)
         check_range("gd.mlp_hidden", self.mlp_hidden, low=1, high=65_536, integer=True)
+
+    @property
+    def uses_mlp(self) -> bool:
+        """Whether items are encoded by an MLP over public features (else a table)."""
+        return self.encoder == "mlp"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,8 +218,9 @@ class TrainConfig:
                          "the previous V, checked, Cholesky fallback; no d³ factorisation, "
                          "the same test Recall@20 as shift in the 9 SSP cells of "
                          "experiments/cg_quality.py), shift (the same system by one checked "
-                         "Cholesky per item; ≥ project in 8 of 9 QUALITY.md cells) or project "
-                         "(Π(Â) by an eigendecomposition, the reference's Algorithm 1)",
+                         "Cholesky per item; ≥ project in 8 of 9 QUALITY.md cells), project "
+                         "(Π(Â) by an eigendecomposition, the reference's Algorithm 1) or "
+                         "floor (the eigenvalues of Â + α0Ĝ + λI floored at λ)",
                          "solver",
                          choices=ITEM_SOLVES)
     user_solve: str = _f("exact", "how the (unreleased) user systems are solved: exact "
@@ -320,24 +324,23 @@ class TrainConfig:
             check_range("heldout_fraction", self.heldout_fraction, low=0.0, high=0.5,
                         low_open=True, high_open=True)
         check_range("label_clip", self.label_clip, low=0.0, high=BIG, low_open=True)
-        if self.task == "rating" and self.split == "heldout-users":
-            raise ConfigError("task='rating' predicts held-out ratings of known users: use "
-                              "split='random' (the ML-10M protocol) or 'per-user'")
-        if self.split == "random" and self.task != "rating":
-            raise ConfigError("split='random' splits the ratings themselves, for "
-                              "task='rating'; implicit feedback uses per-user or "
-                              "heldout-users")
+        TASKS[self.task].check(self)                # the splits the task accepts
         # a seed becomes a JAX PRNG key (uint32 pair) and a numpy seed: keep it in range
         check_range("seed", self.seed, low=0, high=2**31 - 1, integer=True)
         if self.noise_seed is not None:
             check_range("noise_seed", self.noise_seed, low=0, high=2**63 - 1, integer=True)
         WEIGHTINGS[self.weights].check(self)        # e.g. β an integer for uniform/tail
-        if self.init == "spectral" and self.solver == "gd" and self.gd.encoder == "mlp":
-            raise ConfigError("init='spectral' starts the embedding table V; the MLP encoder "
-                              "(gd.encoder='mlp') does not start from V: use init='random'")
-        if self.gd.encoder == "mlp" and self.solver != "gd":
+        if self.gd.uses_mlp and self.solver != "gd":
             raise ConfigError("encoder='mlp' needs solver='gd' (SSP solves a linear model per "
                               "item)")
+        if self.spectral_start and self.gd.uses_mlp:
+            raise ConfigError("init='spectral' starts the embedding table V; the MLP encoder "
+                              "(gd.encoder='mlp') does not start from V: use init='random'")
+
+    @property
+    def spectral_start(self) -> bool:
+        """Whether V starts from the private spectral release (``init="spectral"``)."""
+        return self.init == "spectral"
 
     @property
     def rating_bounds(self) -> tuple[float, float]:
@@ -355,7 +358,7 @@ class TrainConfig:
     @property
     def y_max(self) -> float:
         """The bound |y| ≤ y_max on the labels that the b-sensitivity assumes."""
-        return float(self.label_clip) if self.task == "rating" else 1.0
+        return TASKS[self.task].y_max(self)
 
     @property
     def effective_mu(self) -> float:
@@ -368,13 +371,13 @@ class TrainConfig:
     @property
     def uses_popularity_prior(self) -> bool:
         """Whether scores add the popularity prior (implicit task, η > 0)."""
-        return self.task == "implicit" and (self.popularity_prior is None
-                                            or self.popularity_prior > 0)
+        return TASKS[self.task].ranking and (self.popularity_prior is None
+                                             or self.popularity_prior > 0)
 
     @property
     def rating_offsets(self) -> bool:
         """Whether the run releases private per-item offsets (rating task)."""
-        return self.task == "rating" and self.item_offsets
+        return TASKS[self.task].labelled and self.item_offsets
 
     def replace(self, **changes) -> "TrainConfig":
         """A copy with ``changes``; ``gd=dict(...)`` updates fields of the GD sub-config."""

@@ -16,7 +16,7 @@ run time::
 
 An entry is any object with a ``name`` attribute and the methods its registry documents
 (:class:`dpmt.train.methods.ItemMethod` for solvers, :class:`dpmt.train.weights.Weighting`
-for weightings, :class:`dpmt.train.tasks.Task` for tasks,
+for weightings, :class:`dpmt.tasks.Task` for tasks,
 :class:`dpmt.solvers.systems.ItemSolve` for item solves).
 """
 
@@ -94,3 +94,11 @@ WEIGHTINGS = Registry("weights", {
     "auto": "dpmt.weightings:AUTO", "uniform": "dpmt.weightings:UNIFORM",
     "tail": "dpmt.weightings:TAIL", "adaptive": "dpmt.weightings:ADAPTIVE",
     "adaptive-normalized": "dpmt.weightings:ADAPTIVE_NORMALIZED"})
+
+#: what the labels are and how a model is judged (:mod:`dpmt.tasks`)
+TASKS = Registry("task", {"implicit": "dpmt.tasks:IMPLICIT", "rating": "dpmt.tasks:RATING"})
+
+#: how SSP's released item systems are made well-posed and solved (:mod:`dpmt.solvers.systems`)
+ITEM_SOLVES = Registry("item_solve", {
+    "project": "dpmt.solvers.systems:PROJECT", "floor": "dpmt.solvers.systems:FLOOR",
+    "shift": "dpmt.solvers.systems:SHIFT", "cg": "dpmt.solvers.systems:CG"})

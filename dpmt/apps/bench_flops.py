@@ -7,6 +7,8 @@ process.
 
 from __future__ import annotations
 
+from dpmt.registry import ITEM_SOLVES
+
 
 def eigh_flops(d: int) -> float:
     """Nominal FLOPs of one symmetric eigendecomposition with eigenvectors: 9·d³
@@ -45,7 +47,7 @@ def item_step_flops(task_layout, dim: int, extra: bool = True, psd: str = "proje
     d = dim
     slots, nnz = layout_slots(task_layout)
     m = task_layout.n_rows
-    if psd in ("shift", "cg"):
+    if ITEM_SOLVES[psd].shifted:      # shift, cg: one Cholesky's worth per item
         per_item = cholesky_flops(d) + 3.0 * d * d
     elif extra and psd == "project":
         per_item = eigh_flops(d) + 2.0 * d ** 3 + cholesky_flops(d) + 3.0 * d * d

@@ -19,7 +19,7 @@ import numpy as np
 
 from dpmt.config import TrainConfig
 from dpmt.errors import ConfigError
-from dpmt.registry import WEIGHTINGS
+from dpmt.registry import TASKS, WEIGHTINGS
 from dpmt._io import atomic_write_bytes, atomic_write_text
 from dpmt.privacy.ledger import ML100K_TUNING_NOTE, PRIVACY_UNIT
 from dpmt.runtime import release_compiled_code
@@ -29,7 +29,7 @@ METRIC = "recall@20"
 
 def metric_of(cfg: TrainConfig) -> str:
     """The headline metric of a task: Recall@20 (implicit) or RMSE (rating)."""
-    return "rmse" if cfg.task == "rating" else METRIC
+    return TASKS[cfg.task].metric
 
 # The non-private ALS baseline is tuned separately (no noise: larger d and more sweeps pay).
 NONPRIVATE_ALS = dict(dim=16, reg=5.0, gravity=0.5, iterations=6)
@@ -61,7 +61,7 @@ def parse_weight_spec(spec: str) -> tuple[str, float | None]:
 def build_grid(base: TrainConfig, weight_specs, epsilons, solvers, baselines=True) -> list[GridPoint]:
     points: list[GridPoint] = []
     if baselines:
-        rating = base.task == "rating"
+        rating = TASKS[base.task].labelled
         points.append(GridPoint("global mean (exact)" if rating else "popularity", None))
         points.append(GridPoint("ALS (non-private)", base.replace(
             private=False, solver="ssp", **(NONPRIVATE_ALS_RATING if rating else NONPRIVATE_ALS))))
@@ -130,7 +130,7 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
                                                         "private global mean"))}
         for p in todo:
             t0 = time.time()
-            if p.config is None and base.task == "rating":
+            if p.config is None and TASKS[base.task].labelled:
                 exact = float(np.mean(np.asarray(split.train.value, np.float64)))
                 m = mean_rating_metrics(exact, split.train, es, {"epsilon": math.inf})
                 eps, compile_s = math.inf, 0.0
@@ -406,7 +406,7 @@ def compare_main(args) -> int:
 
     rows = run_grid(base, points, args.seeds, eval_set=args.eval_set, progress=ex.progress,
                     execution=ex, done=done, on_cell=save)
-    title = (f"{base.dataset}, {args.eval_set} {'RMSE' if base.task == 'rating' else 'Recall@20'}"
+    title = (f"{base.dataset}, {args.eval_set} {TASKS[base.task].metric_label}"
              f", δ={base.delta:g}, d={base.dim}, seeds {list(args.seeds)}")
     table = write_outputs(rows, out, title)
     print(table)

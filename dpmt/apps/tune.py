@@ -53,7 +53,8 @@ import numpy as np
 
 from dpmt.config import TrainConfig
 from dpmt.errors import ConfigError, DataError, PrivacyBudgetError, check_range
-from dpmt.privacy.ledger import PRIVACY_UNIT, PrivacyLedger, Selection
+from dpmt.privacy.ledger import PRIVACY_UNIT, SELECTION_MODES, PrivacyLedger, Selection
+from dpmt.registry import TASKS
 from dpmt.runtime import release_compiled_code
 
 DESCRIPTION = (
@@ -194,22 +195,28 @@ class Spec:
     score_noise_ratio: float = 1.0
 
     def __post_init__(self):
-        if self.mode not in ("private", "literature"):
-            raise ConfigError(f"--selection must be private or literature (got {self.mode!r})")
+        if self.mode not in SELECTION_MODES:
+            raise ConfigError(f"--selection must be {' or '.join(SELECTION_MODES)} (got "
+                              f"{self.mode!r})")
         check_range("--score-noise-ratio", self.score_noise_ratio, low=0.0, high=1e6,
                     low_open=True)
         if not self.base.private:
             raise ConfigError("dpmt tune selects among private runs; drop --no-privacy (for "
                               "non-private grids use dpmt compare)")
-        if self.base.task != "implicit":
+        if not TASKS[self.base.task].ranking:
             raise ConfigError("dpmt tune selects by validation Recall@20: it needs the "
                               "implicit task (--task implicit)")
         self.selection          # validates mean and shape
 
     @property
+    def charged(self) -> bool:
+        """Whether the selection is private (charged to the ledger), not literature mode."""
+        return self.mode == "private"
+
+    @property
     def selection(self) -> Selection:
         n = len(self.candidates)
-        if self.mode == "literature":
+        if not self.charged:
             return Selection("literature", n)
         mean = 2.0 * n if self.mean_runs is None else float(self.mean_runs)
         return Selection("private", n, mean, self.shape)
@@ -248,7 +255,7 @@ def check_spec(spec: Spec, n_items: int | None = None):
     from dpmt.privacy.selection import calibrate_selection, describe_event, same_event
     from dpmt.train.plan import make_plan
 
-    if spec.mode == "literature":
+    if not spec.charged:
         for c in spec.candidates:
             make_plan(c.config)                 # each at the target: refuse unmeetable ones
         return [c.config for c in spec.candidates], None
@@ -315,7 +322,7 @@ def _draws(spec: Spec, n: int, source) -> list[Draw]:
     literature: every candidate once, with ``source.child(f"candidate{c}")``."""
     from dpmt.privacy.selection import draw_repetitions
 
-    if spec.mode == "literature":
+    if not spec.charged:
         return [Draw(c, source.child(f"candidate{c}"), None) for c in range(n)]
     sel = spec.selection
     k = draw_repetitions(source.numpy_rng("tune/K"), sel.mean, sel.shape)
@@ -353,7 +360,7 @@ def tune(spec: Spec, out, *, execution=None, resume: bool = False,
     saved = tr.check_out(out, fingerprint, resume=resume, overwrite=overwrite)
     if isinstance(saved, tuple):
         return TuneResult(saved[0], saved[1], [], saved[2])
-    private = spec.mode == "private"
+    private = spec.charged
     # an unfinished private tune resumes with its own secret: the same K and draws
     source = saved if saved is not None else NoiseSource.create(spec.base.noise_seed)
     draws = _draws(spec, len(configs), source)

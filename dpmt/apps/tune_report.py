@@ -48,7 +48,7 @@ def _noise_note(source) -> dict:
 def document(spec, cal, configs, chosen: int, model, source) -> dict:
     """tune.json (public): the grid, the selection mechanism, ε, δ, the selected candidate.
     Never K, a draw, a seed, a score or an exact metric."""
-    private, sel = spec.mode == "private", spec.selection
+    private, sel = spec.charged, spec.selection
     cands = [{"index": c.index, "values": c.values, "config": cfg.public_dict()}
              for c, cfg in zip(spec.candidates, configs)]
     doc = {"format": "dpmt-tune", "version": 2, "selection": spec.mode,
@@ -77,7 +77,7 @@ def document(spec, cal, configs, chosen: int, model, source) -> dict:
 def private_document(spec, reps, chosen: int, score: float, source, fingerprint: str,
                      cal) -> dict:
     """trainer/tune_private.json: everything the public document withholds."""
-    private = spec.mode == "private"
+    private = spec.charged
     doc = {"format": "dpmt-tune-private", "version": 1, "status": "finished",
            "PRIVATE": "never share this file: it holds the noise secret of the tuning",
            "selection": spec.mode, "spec_fingerprint": fingerprint,

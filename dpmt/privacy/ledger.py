@@ -231,7 +231,7 @@ class Selection:
             raise ConfigError(f"selection mode must be one of {', '.join(SELECTION_MODES)} "
                               f"(got {self.mode!r})")
         check_range("candidates", self.candidates, low=1, integer=True)
-        if self.mode == "private":
+        if self.charged:
             if self.mean is None:
                 raise ConfigError("a private selection needs the mean number of repetitions")
             check_range("mean number of runs", self.mean, low=1.0, high=1e6)

@@ -233,12 +233,11 @@ def sharded_ssp_item_step(mesh: Mesh, layout: ShardedLayout, X, weights, labels,
     noiseless = all(isinstance(s, (int, float)) and s == 0 for s in (sigma_A, sigma_b))
     if key is None and not noiseless:
         raise ConfigError("sharded_ssp_item_step needs a PRNG key when noise is on")
-    if extra is None and psd == "floor":
-        psd = "project"
+    psd = ssp.kernel_mode(psd, extra)
     X = replicate(_f32(X), mesh)
     d = X.shape[-1]
     start = replicate(check_start(x0, (layout.layout.n_rows, d), zeros=True), mesh) \
-        if psd == "cg" else None
+        if ssp.check_psd(psd).warm_start else None
     return _sharded_item(mesh, layout, X, replicate(_f32(weights), mesh),
                          replicate(_f32(labels), mesh), replicate(_key_data(key), mesh),
                          *(replicate(np.float32(v), mesh) for v in (sigma_A, sigma_b, reg)),
@@ -273,9 +272,10 @@ def _sharded_item(mesh, sl, X, weights, labels, key, sigma_A, sigma_b, reg, extr
         d = X.shape[-1]
         extra_p = ssp.project_psd(opt["extra"]) if "extra" in opt else None
         # psd="shift"/"cg": the shift of the whole item set (layout.n_rows), as on one device
-        shift = ssp.spectral_shift(sigma_A, d, layout.n_rows) if psd in ssp.SHIFTED else None
+        mode = ssp.check_psd(psd)
+        shift = ssp.spectral_shift(sigma_A, d, layout.n_rows) if mode.shifted else None
         lkw = dict(kw, shift=shift, start=opt.get("start"),
-                   precond=ssp.cg_preconditioner(extra_p, reg, shift, d) if psd == "cg"
+                   precond=ssp.cg_preconditioner(extra_p, reg, shift, d) if mode.warm_start
                    else None)
         lay = local_layout(buckets, layout)
         outs = lay.map_chunks(lambda c: ssp.private_item_solve_chunk(

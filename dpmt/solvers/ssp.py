@@ -49,9 +49,9 @@ from dpmt.solvers.layout import (CG_BLOCK_BYTES, DEFAULT_MAX_CHUNK_BYTES, Chunk,
 from dpmt.solvers.noise import (fold_in_words, key_words, normal_words, symmetric_from_words,
                                 symmetric_words)
 from dpmt.solvers.row_products import weighted_gram, weighted_rows
-from dpmt.solvers.systems import (SHIFTED, cg_preconditioner, cg_shift_solve_rows,  # noqa: F401
-                                  check_psd, project_psd, shift_tail, solve_systems,
-                                  spectral_shift)
+from dpmt.solvers.systems import (cg_preconditioner, cg_shift_solve_rows,  # noqa: F401
+                                  check_psd, kernel_mode, project_psd, shift_tail,
+                                  solve_systems, spectral_shift)
 
 _HI = jax.lax.Precision.HIGHEST  # no TF32/bf16 passes on accelerators: statistics are summed
 
@@ -314,8 +314,7 @@ def ssp_solve(A: jax.Array, b: jax.Array, key: jax.Array | None, sigma_A, sigma_
     m, d = b.shape
     if batch_size is None:
         batch_size = _default_batch(m, d)
-    if extra is None and psd == "floor":
-        psd = "project"   # identical to "floor" without extra: share one compiled kernel
+    psd = kernel_mode(psd, extra)   # "floor" without extra is "project": one kernel
     x0 = check_start(x0, b.shape, zeros=True)
     return _ssp_solve(A, b, key, jnp.float32(sigma_A), jnp.float32(sigma_b), jnp.float32(reg),
                       None if extra is None else jnp.asarray(extra, jnp.float32), x0,
@@ -329,9 +328,9 @@ def _ssp_solve(A, b, key, sigma_A, sigma_b, reg, extra, x0, *, psd, batch_size, 
     count_trace("ssp_solve")
     m, d = b.shape
     extra_p = None if extra is None else project_psd(extra)
-    shift = spectral_shift(sigma_A, d, m) if psd in SHIFTED else None
+    shift = spectral_shift(sigma_A, d, m) if check_psd(psd).shifted else None
 
-    precond = cg_preconditioner(extra_p, reg, shift, d) if psd == "cg" else None
+    precond = cg_preconditioner(extra_p, reg, shift, d) if check_psd(psd).warm_start else None
 
     def solve(A_b, b_b, idx, x_b):
         if noisy:
@@ -375,9 +374,8 @@ def ssp_item_step(layout: Layout, X: jax.Array, weights: jax.Array | None,
                          cg_steps=cg_steps)
     X = jnp.asarray(X, jnp.float32)
     d = X.shape[-1]
-    if extra is None and psd == "floor":
-        psd = "project"
-    start = check_start(x0, (layout.n_rows, d), zeros=True) if psd == "cg" else None
+    psd = kernel_mode(psd, extra)
+    start = check_start(x0, (layout.n_rows, d), zeros=True) if check_psd(psd).warm_start else None
     return _private_item_step(layout, X, weights, labels, key, jnp.float32(sigma_A),
                               jnp.float32(sigma_b), jnp.float32(reg),
                               None if extra is None else jnp.asarray(extra, jnp.float32),
@@ -405,7 +403,7 @@ def empty_rows(layout: Layout) -> np.ndarray:
 
 
 def _require_shift(psd: str, shift) -> None:
-    if psd in SHIFTED and shift is None:
+    if check_psd(psd).shifted and shift is None:
         raise ConfigError(f"psd={psd!r} needs shift= (spectral_shift(sigma_A, d, n_items))")
 
 
@@ -435,7 +433,7 @@ def private_item_solve_chunk(c: Chunk, X, weights, labels, key, sigma_A, sigma_b
         return cg_shift_solve_rows(X_g, w, b, extra_p, reg, shift, x0, cg_steps, precond,
                                    lambda: weighted_gram(X, sc, w, y)[0])
 
-    if psd == "cg" and not noisy:
+    if check_psd(psd).warm_start and not noisy:
         # Without noise (non-private ALS) CG never forms the Gram matrices, as implicit's
         # solver does. With noise every step also multiplies by the item's d × d noise E_i,
         # and forming Â_i = A_i + E_i once measured as fast or faster (2M interactions,
@@ -463,7 +461,7 @@ def private_rows_solve(A, b, idx, key, sigma_A, sigma_b, reg, extra_p, *, psd: s
         if noisy:
             E, e = _batch_noise(key, i_b, d, sigma_A, sigma_b)
             A_b, b_b = A_b + E, b_b + e
-        x_b = start[i_b] if psd == "cg" and start is not None else None
+        x_b = start[i_b] if check_psd(psd).warm_start and start is not None else None
         return solve_systems(A_b, b_b, extra_p, reg, psd, shift, x_b, cg_steps, precond)
 
     return map_batches(solve, (A, b, idx), batch_size)
@@ -475,10 +473,10 @@ def _private_item_step(layout, X, weights, labels, key, sigma_A, sigma_b, reg, e
     count_trace("ssp_item_step" if psd == "project" else f"ssp_item_step_{psd}")
     d = X.shape[-1]
     extra_p = None if extra is None else project_psd(extra)
-    shift = spectral_shift(sigma_A, d, layout.n_rows) if psd in SHIFTED else None
+    shift = spectral_shift(sigma_A, d, layout.n_rows) if check_psd(psd).shifted else None
     kw = dict(psd=psd, batch_size=batch_size, noisy=noisy, shift=shift, start=start,
               cg_steps=cg_steps,
-              precond=cg_preconditioner(extra_p, reg, shift, d) if psd == "cg" else None)
+              precond=cg_preconditioner(extra_p, reg, shift, d) if check_psd(psd).warm_start else None)
     long = None
     if layout.segments is not None:
         # long rows: their segments' statistics summed, then noise and solve per row (the

@@ -189,7 +189,7 @@ def item_encoder(cfg: TrainConfig, n_items: int, item_features=None):
     features (checked: a finite (n_items, f) array)."""
     from dpmt.solvers import encoders
 
-    if cfg.gd.encoder != "mlp":
+    if not cfg.gd.uses_mlp:
         return encoders.EmbeddingEncoder(n_items=n_items, dim=cfg.dim)
     if item_features is None:
         raise ConfigError("encoder='mlp' needs public item features (ML-100K genres): "
@@ -206,7 +206,7 @@ def gd_initial_state(cfg: TrainConfig, n_items: int, item_features, key) -> Item
     """Noisy GD's state before the first iteration: the MLP's initial parameters with
     ``encoder='mlp'``, else empty. Needs no layout (resume uses it as the pytree template of
     a checkpoint)."""
-    if cfg.gd.encoder != "mlp":
+    if not cfg.gd.uses_mlp:
         return ItemState()
     from dpmt.solvers import encoders
 
@@ -223,9 +223,8 @@ def gd_item_step(steps: Steps, n_items: int, item_features=None) -> ItemStep:
     from dpmt.solvers.noisy_gd import noisy_gd
 
     cfg, g = steps.cfg, steps.cfg.gd
-    optimizer = optax.sgd(g.learning_rate) if g.optimizer == "sgd" else \
-        optax.adam(g.learning_rate)
-    mlp = g.encoder == "mlp"
+    optimizer = getattr(optax, g.optimizer)(g.learning_rate)   # OPTIMIZERS are optax names
+    mlp = g.uses_mlp
     encoder = item_encoder(cfg, n_items, item_features)
     # MLP: per-user gradients over user rows; embedding table: the fast path over item rows
     layout = steps.users if mlp else steps.items

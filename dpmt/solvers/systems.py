@@ -2,7 +2,8 @@
 
 Every function here takes *released* statistics ``Â_i = A_i + E_i``, ``b̂_i = b_i + e_i``
 (:mod:`dpmt.solvers.ssp`, Krichene et al. 2023, Algorithm 1) and public terms, so nothing
-here costs privacy. The modes of ``psd=`` (:data:`PSD_MODES`):
+here costs privacy. The modes of ``psd=`` are the :class:`ItemSolve` entries of
+:data:`dpmt.registry.ITEM_SOLVES`:
 
 * "project" — ``(Π(Â_i) + extra + λI)⁻¹ b̂_i`` with Π the PSD projection (one ``eigh``), the
   reference protocol; "floor" — eigenvalues of ``Â_i + extra + λI`` floored at λ;
@@ -16,12 +17,15 @@ here costs privacy. The modes of ``psd=`` (:data:`PSD_MODES`):
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
 
 from dpmt.errors import ConfigError, check_range
+from dpmt.registry import ITEM_SOLVES
 from dpmt.solvers.cg import DEFAULT_CG_STEPS, cg_solve, gram_matvec, shared_preconditioner
 
 _HI = jax.lax.Precision.HIGHEST
@@ -208,30 +212,79 @@ def solve_systems(A_hat, b_hat, extra_p, reg, psd, shift=None, x0=None,
       solve (floored at λ), which is what this path always did before — so results agree with
       it to float32 round-off of the final solve.
     """
-    if psd == "shift":
-        return shift_solve(A_hat, b_hat, extra_p, reg, shift)[0]
-    if psd == "cg":
-        return cg_shift_solve(A_hat, b_hat, extra_p, reg, shift,
-                               jnp.zeros_like(b_hat) if x0 is None else x0, cg_steps,
-                               precond)
-    d = A_hat.shape[-1]
-    eye = jnp.eye(d, dtype=jnp.float32)
+    return check_psd(psd).solve(A_hat, b_hat, extra_p, reg, shift, x0, cg_steps, precond)
+
+
+def _eye(A_hat):
+    return jnp.eye(A_hat.shape[-1], dtype=jnp.float32)
+
+
+def _project(A_hat, b_hat, extra_p, reg, shift, x0, cg_steps, precond):
     if extra_p is None:
-        return eig_solve(A_hat + reg * eye, b_hat, reg)
-    if psd == "floor":
-        return eig_solve(A_hat + extra_p + reg * eye, b_hat, reg)
-    M = project_psd(A_hat) + extra_p + reg * eye
+        return eig_solve(A_hat + reg * _eye(A_hat), b_hat, reg)
+    M = project_psd(A_hat) + extra_p + reg * _eye(A_hat)
     th, ok = cholesky_solve_checked(M, b_hat, reg)
     return jax.lax.cond(ok, lambda: th, lambda: eig_solve(M, b_hat, reg))
 
 
-#: the values of ``psd=`` (``TrainConfig.item_solve`` offers "project", "shift" and "cg")
-PSD_MODES = ("project", "floor", "shift", "cg")
-
-#: the modes that add the spectral shift ``s`` (:func:`spectral_shift`)
-SHIFTED = ("shift", "cg")
+def _floor(A_hat, b_hat, extra_p, reg, shift, x0, cg_steps, precond):
+    extra = 0.0 if extra_p is None else extra_p
+    return eig_solve(A_hat + extra + reg * _eye(A_hat), b_hat, reg)
 
 
-def check_psd(psd):
-    if psd not in PSD_MODES:
-        raise ConfigError(f"psd must be one of {', '.join(map(repr, PSD_MODES))} (got {psd!r})")
+def _shift(A_hat, b_hat, extra_p, reg, shift, x0, cg_steps, precond):
+    return shift_solve(A_hat, b_hat, extra_p, reg, shift)[0]
+
+
+def _cg(A_hat, b_hat, extra_p, reg, shift, x0, cg_steps, precond):
+    return cg_shift_solve(A_hat, b_hat, extra_p, reg, shift,
+                          jnp.zeros_like(b_hat) if x0 is None else x0, cg_steps, precond)
+
+
+@dataclasses.dataclass(frozen=True)
+class ItemSolve:
+    """How the released item systems are made well-posed and solved (post-processing): an
+    entry of :data:`dpmt.registry.ITEM_SOLVES` (``psd=``, ``TrainConfig.item_solve``).
+
+    Attributes:
+      name, help: the mode and what it does.
+      solve: ``(Â, b̂, extra_p, λ, s, x0, cg_steps, precond) -> θ`` on a batch (n, d, d),
+        (n, d); ``extra_p`` the projected extra term or None.
+      shifted: adds the spectral shift ``s·I`` (:func:`spectral_shift`; callers pass it).
+      warm_start: iterates from ``x0``, the previous released V (a CG solve: it takes the
+        shared preconditioner, and without noise it runs matrix-free).
+      without_extra: the mode it equals when there is no extra term (so that both share one
+        compiled kernel).
+    """
+
+    name: str
+    help: str
+    solve: Callable
+    shifted: bool = False
+    warm_start: bool = False
+    without_extra: str | None = None
+
+
+PROJECT = ItemSolve("project", "(Π(Â) + extra + λI)⁻¹ b̂, Π the PSD projection (one eigh)",
+                    _project)
+FLOOR = ItemSolve("floor", "eigenvalues of Â + extra + λI floored at λ (one eigh)", _floor,
+                  without_extra="project")
+SHIFT = ItemSolve("shift", "(Â + sI + extra + λI)⁻¹ b̂ by one checked Cholesky per item",
+                  _shift, shifted=True)
+CG = ItemSolve("cg", "the shift system by warm-started conjugate gradients, checked, with "
+               "shift as the fallback", _cg, shifted=True, warm_start=True)
+
+
+def check_psd(psd) -> ItemSolve:
+    """The :class:`ItemSolve` of mode ``psd`` (a ConfigError naming the modes otherwise)."""
+    if psd not in ITEM_SOLVES:
+        raise ConfigError(f"psd (item_solve) must be one of {', '.join(ITEM_SOLVES)} "
+                          f"(got {psd!r})")
+    return ITEM_SOLVES[psd]
+
+
+def kernel_mode(psd: str, extra) -> str:
+    """The mode whose compiled kernel serves ``psd`` with this ``extra`` term (``floor``
+    without extra is ``project``)."""
+    entry = check_psd(psd)
+    return entry.without_extra if extra is None and entry.without_extra else psd

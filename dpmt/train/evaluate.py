@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 from dpmt.privacy.ledger import PRIVACY_UNIT
+from dpmt.registry import TASKS
 
 KS = (10, 20, 50)
 
@@ -124,7 +125,7 @@ def released_baselines(model, train, eval_set):
     own releases (same ε): private popularity from its counts; for a rating model its private
     global mean and item offsets."""
     privacy = model.privacy_summary()
-    if model.config.task == "rating":
+    if TASKS[model.config.task].labelled:
         yield "private global mean", mean_rating_metrics(model.label_offset, train, eval_set,
                                                          privacy)
         if model.item_offsets is not None:

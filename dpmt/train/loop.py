@@ -50,6 +50,7 @@ from dpmt.model import Model
 from dpmt.privacy import PrivacyLedger, private_counts
 from dpmt.privacy.mechanisms import select_items
 from dpmt.privacy.randomness import NoiseSource
+from dpmt.registry import TASKS
 from dpmt.train.checkpoint import Checkpoint, LoopState, data_fingerprint
 from dpmt.train.labels import rating_labels
 from dpmt.train.methods import initial_item_state, make_steps, method_of
@@ -142,7 +143,8 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
 
     # 0b. rating task: the private global mean centres the labels; y = clip(r − μ̂, ±c)
     offset, labels = None, None
-    if cfg.task == "rating":
+    task = TASKS[cfg.task]
+    if task.labelled:
         if saved is not None and "label_offset" in saved:
             offset = saved["label_offset"]
         else:
@@ -174,7 +176,7 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
         noisy_counts = np.asarray(noisy_counts)[selected]
     V0 = initial_items(k_init, train.n_items, cfg.dim, cfg.init_scale)
     item_offsets = None
-    if cfg.task == "rating" and cfg.item_offsets:
+    if cfg.rating_offsets:
         if saved is not None and "item_offsets" in saved:
             item_offsets = saved["item_offsets"]
         else:
@@ -183,7 +185,7 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
         labels = rating_labels(train.value, offset + item_offsets[train.item], cfg.label_clip)
     # 1b. the private spectral start (issue 10), once; a resumed run restarts from its saved
     # V (the release is already in the checkpoint's ledger: _check_resumed_ledger)
-    if cfg.init == "spectral" and saved is None:
+    if cfg.spectral_start and saved is None:
         V0 = _spectral_start(cfg, plan, ledger, train, noisy_counts, V0,
                              src.jax_key("spectral"))
     # 2. auto settings from released statistics only (n̂, ε): dpmt.train.defaults
@@ -256,7 +258,7 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
     if eval_set is not None:
         from dpmt.train.evaluate import evaluate, evaluate_ratings
 
-        model.metrics = (evaluate_ratings(model, train, eval_set) if cfg.task == "rating"
+        model.metrics = (evaluate_ratings(model, train, eval_set) if task.labelled
                          else evaluate(model, train, eval_set))
     model.seconds = time.time() - t_start
     return model
@@ -390,7 +392,7 @@ def _check_inputs(train, config, execution, validation, test):
     _check_one_rating_per_pair(train)
     if not np.all(np.isfinite(np.asarray(train.value, np.float64))):
         raise DataError("the training ratings contain NaN or infinite values")
-    if cfg.task == "rating":
+    if TASKS[cfg.task].labelled:
         lo, hi = cfg.rating_bounds
         v = np.asarray(train.value, np.float64)
         if v.min() < lo or v.max() > hi:

@@ -57,7 +57,7 @@ from dpmt.privacy.mechanisms import (counts_release, item_offsets_release, mean_
                                      partition_threshold)
 from dpmt.solvers.spectral_init import spectral_sensitivity
 from dpmt.solvers.ssp import gramian_sensitivity
-from dpmt.registry import WEIGHTINGS
+from dpmt.registry import TASKS, WEIGHTINGS
 from dpmt.train.methods import method_of
 
 #: the share of δ given to private partition selection (no public item catalogue): the
@@ -128,7 +128,7 @@ def releases_counts(cfg: TrainConfig) -> bool:
     return cfg.private and (WEIGHTINGS[cfg.weights].reads_counts
                             or method_of(cfg).needs_counts(cfg)
                             or cfg.rating_offsets or cfg.uses_popularity_prior
-                            or cfg.init == "spectral")
+                            or cfg.spectral_start)
 
 
 def partition_delta(cfg: TrainConfig) -> float:
@@ -176,7 +176,7 @@ def sampler_draws(cfg: TrainConfig, n_items: int, n_features: int | None = None
         return {}
     method = method_of(cfg)
     out: dict[str, int] = {}
-    if cfg.init == "spectral":
+    if cfg.spectral_start:
         out["spectral_init"] = spectral_noise_draws(min(int(n_items), int(cfg.spectral_items)))
     names = [r.name for r in method.releases(cfg)]
     per = method.draws(cfg, int(n_items), n_features)
@@ -212,7 +212,8 @@ def planned_releases(cfg: TrainConfig, *, select_items: bool = False,
         return PlannedRelease(name, sensitivity, draws=n,
                               delta=sampler_delta(n) + float(edge.get(name, 0.0)), **kw)
 
-    if cfg.task == "rating":
+    labelled = TASKS[cfg.task].labelled
+    if labelled:
         # the private global mean: each user capped at k ratings clipped to [low, high] on
         # the lattice, so the sum moves by ≤ k·L lattice units and the count by ≤ k
         lo, hi = cfg.rating_bounds
@@ -230,7 +231,7 @@ def planned_releases(cfg: TrainConfig, *, select_items: bool = False,
     if cfg.private and cfg.rating_offsets:
         plan.append(_planned(item_offsets_release(k, cfg.label_clip, 1.0),
                              noise_ratio=cfg.count_noise_ratio))
-    if cfg.private and cfg.init == "spectral":
+    if cfg.private and cfg.spectral_start:
         # after the counts (it ranks items by them), before the iterations; σ on the upper
         # triangle as for the noisy Gramian
         plan.append(continuous("spectral_init", spectral_sensitivity(),
@@ -282,11 +283,12 @@ def make_plan(cfg: TrainConfig, *, select_items: bool = False,
     else:                                                       # pragma: no cover
         raise RuntimeError("the sampler's edge δ did not settle")
     rel = list(cal.releases)
-    mean_sum = rel.pop(0) if cfg.task == "rating" else None
-    mean_count = rel.pop(0) if cfg.task == "rating" else None
+    labelled = TASKS[cfg.task].labelled
+    mean_sum = rel.pop(0) if labelled else None
+    mean_count = rel.pop(0) if labelled else None
     counts = rel.pop(0) if (releases_counts(cfg) or select_items) else None
     offsets = rel.pop(0) if cfg.rating_offsets else None
-    spectral = rel.pop(0) if cfg.init == "spectral" else None
+    spectral = rel.pop(0) if cfg.spectral_start else None
     iterations = []
     n_item = len(method_of(cfg).releases(cfg))
     for _ in range(cfg.iterations):

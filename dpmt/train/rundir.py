@@ -29,6 +29,7 @@ from dpmt.config import ExecutionConfig, TrainConfig
 from dpmt.errors import ConfigError, DataError
 from dpmt.model import MODEL_FILE, SHARED_DIR, TRAINER_DIR, Model
 from dpmt.train.checkpoint import CHECKPOINT_FILE
+from dpmt.registry import TASKS
 from dpmt.train.methods import method_of
 from dpmt.train.plan import make_plan
 
@@ -57,12 +58,10 @@ def prepare_data(cfg: TrainConfig, execution: ExecutionConfig | None = None):
     data is implicit (every entry a positive); everything else holds ratings, and ratings
     above ``positive_threshold`` are the positives.
     """
-    from dpmt.data import binarize, heldout_users_split, load, per_user_split
+    from dpmt.data import binarize, load
     from dpmt.data.loaders import parse_columns, parse_rating_range
-    from dpmt.data.splits import filter_min_counts
 
     ex = execution or ExecutionConfig()
-    from dpmt.data import random_split
 
     kw = {}
     if cfg.columns is not None:
@@ -74,31 +73,48 @@ def prepare_data(cfg: TrainConfig, execution: ExecutionConfig | None = None):
     if cfg.items is not None:
         kw["items"] = cfg.items
     r = load(cfg.dataset, data_dir=ex.data_dir, progress=ex.progress, **kw)
-    if cfg.task == "rating":
+    if TASKS[cfg.task].labelled:
         if cfg.dataset.startswith("synthetic"):
             raise DataError("synthetic datasets are implicit feedback (every value 1): the "
                             "rating task needs real ratings (e.g. ml-100k)")
-        if cfg.split == "random":
-            return random_split(r, fractions=cfg.split_fractions, seed=1234 + cfg.seed)
-        return per_user_split(r, fractions=cfg.split_fractions, seed=cfg.seed)
+        return SPLITTERS[cfg.split](cfg, r)
     implicit = cfg.dataset.startswith("synthetic")
     # binarize refuses (with the threshold named) a file with no rating above it
     pos = r if implicit else binarize(r, cfg.positive_threshold)
-    if cfg.split == "per-user":
-        split = per_user_split(pos, fractions=cfg.split_fractions, seed=cfg.seed)
-    else:
-        pos = filter_min_counts(pos, min_user=5)
-        if cfg.heldout_fraction is not None:       # exactly neighbour-stable
-            split = heldout_users_split(pos, validation_fraction=cfg.heldout_fraction,
-                                        test_fraction=cfg.heldout_fraction,
-                                        seed=98765 + cfg.seed)
-        else:
-            split = heldout_users_split(pos, n_validation=cfg.heldout_users,
-                                        n_test=cfg.heldout_users, seed=98765 + cfg.seed)
+    split = SPLITTERS[cfg.split](cfg, pos)
     if split.train.n_users < 2 or split.train.n_items < 2:
         raise DataError(f"{cfg.dataset}: {split.train.n_users} users × {split.train.n_items} "
                         "items after the split is too small to train or to protect anyone")
     return split
+
+
+def _per_user(cfg: TrainConfig, r):
+    from dpmt.data import per_user_split
+
+    return per_user_split(r, fractions=cfg.split_fractions, seed=cfg.seed)
+
+
+def _heldout_users(cfg: TrainConfig, r):
+    from dpmt.data import heldout_users_split
+    from dpmt.data.splits import filter_min_counts
+
+    r = filter_min_counts(r, min_user=5)
+    if cfg.heldout_fraction is not None:       # exactly neighbour-stable
+        return heldout_users_split(r, validation_fraction=cfg.heldout_fraction,
+                                   test_fraction=cfg.heldout_fraction, seed=98765 + cfg.seed)
+    return heldout_users_split(r, n_validation=cfg.heldout_users, n_test=cfg.heldout_users,
+                               seed=98765 + cfg.seed)
+
+
+def _random(cfg: TrainConfig, r):
+    from dpmt.data import random_split
+
+    return random_split(r, fractions=cfg.split_fractions, seed=1234 + cfg.seed)
+
+
+#: ``TrainConfig.split`` → the split of the loaded ratings (which tasks take which is the
+#: task's: :class:`dpmt.tasks.Task`.splits)
+SPLITTERS = {"per-user": _per_user, "heldout-users": _heldout_users, "random": _random}
 
 
 @contextlib.contextmanager
@@ -214,7 +230,7 @@ def baseline_metrics(model: Model, train, eval_set) -> dict:
     (its noisy counts: free post-processing), on the same evaluation users."""
     from dpmt.train.evaluate import mean_rating_metrics, popularity_metrics, released_baselines
 
-    if model.config.task == "rating":
+    if TASKS[model.config.task].labelled:
         exact = float(np.mean(np.asarray(train.value, np.float64)))
         out = {"global mean": mean_rating_metrics(exact, train, eval_set,
                                                   {"epsilon": float("inf"), "private": False})}

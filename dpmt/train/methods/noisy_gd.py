@@ -31,7 +31,7 @@ def n_params(cfg: TrainConfig, n_items: int, n_features: int | None) -> int:
     """Parameters of the item encoder: ``n_items·d`` for the embedding table, the two
     Dense layers' ``f·h + h + h·d + d`` for the MLP over ``f`` public features."""
     d = int(cfg.dim)
-    if cfg.gd.encoder != "mlp":
+    if not cfg.gd.uses_mlp:
         return int(n_items) * d
     if n_features is None:
         raise ConfigError("encoder='mlp' needs public item features (ML-100K genres): "
@@ -63,13 +63,13 @@ class NoisyGDMethod(ItemMethod):
 
     def layout(self, cfg: TrainConfig, devices: int) -> tuple[bool, bool]:
         # the MLP's per-user gradients run over user rows: its item layout stays whole
-        return False, cfg.gd.encoder != "mlp"
+        return False, not cfg.gd.uses_mlp
 
     def needs_counts(self, cfg: TrainConfig) -> bool:
         return True                  # the gradient is normalised by the released n̂
 
     def needs_item_features(self, cfg: TrainConfig) -> bool:
-        return cfg.gd.encoder == "mlp"
+        return cfg.gd.uses_mlp
 
     def default_reg(self, noisy_users, epsilon) -> tuple[float, str]:
         if noisy_users is None:
