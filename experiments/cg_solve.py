@@ -51,15 +51,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpmt.apps.bench import make_dataset
-from dpmt.config import TrainConfig
-from dpmt.privacy import private_counts
+from dpmt.config import ExecutionConfig, TrainConfig
+from dpmt.privacy.randomness import NoiseSource
 from dpmt.runtime import limit_lapack_threads
 from dpmt.solvers.ssp import noisy_gramian
 from dpmt.train.methods import make_steps
 from dpmt.train.methods.ssp import SSP
-from dpmt.train.loop import initial_items
-from dpmt.train.plan import make_plan
-from dpmt.train.weights import compute_weights
+from dpmt.train.loop import iterate
+from dpmt.train.training_run import setup
 
 STEPS = (2, 4, 8, 16)
 
@@ -78,27 +77,21 @@ def main(n: int = 2_000_000, d: int = 64, rounds: int = 3) -> None:
     train = make_dataset(n, "synthetic-ml-20m", "data", 0)
     cfg = TrainConfig(dim=d, iterations=3, epsilon=5.0, seed=0, solver="ssp",
                       weights="adaptive", reg=1.0, item_solve="shift")
-    plan = make_plan(cfg)
-    k_counts, k_weights, k_init, k_iter = jax.random.split(jax.random.PRNGKey(0), 4)
-    counts, n_hat, _ = private_counts(train.user, train.item, train.n_items,
-                                      k=cfg.effective_count_cap,
-                                      noise_std=plan.counts.noise_std, key=k_counts,
-                                      include_user_count=True)
-    w = compute_weights(cfg, train, counts, n_hat,
-                        seed=int(jax.random.randint(k_weights, (), 0, 2**31 - 1)))
-    steps = {s: make_steps(cfg.replace(item_solve="cg", cg_steps=s), train, w) for s in STEPS}
-    exact = make_steps(cfg, train, w)
-    V = initial_items(k_init, train.n_items, d, cfg.init_scale)
-    U = None
-    for t in range(3):
-        rel = plan.iterations[t]
-        k_gram, k_item = jax.random.split(jax.random.fold_in(k_iter, t))
-        U_prev, U = U, exact.solve_users(V)
-        extra = cfg.gravity * noisy_gramian(U, k_gram, rel.gramian.noise_std)
-        noise = SSP.noise(rel.item)
-        if t < 2:
-            V = exact.item_step.update(exact.item_step.init(None, V), V, U, k_item, noise,
-                                       extra, n_hat)[0]
+    # fit's own setup and first two iterations (reproducible noise: an experiment)
+    run = setup(train, cfg, execution=ExecutionConfig(progress=False, lapack_threads=0),
+                noise=NoiseSource.from_seed(0))
+    exact, n_hat, w = run.steps, run.n_norm, np.asarray(run.steps.weights)
+    steps = {s: make_steps(run.model_cfg.replace(item_solve="cg", cg_steps=s), run.train, w)
+             for s in STEPS}
+    iterate(run, 0)
+    iterate(run, 1)
+    # the third iteration's inputs, as iterate would make them
+    V, rel = run.state.V, run.plan.iterations[2]
+    k_gram, k_item = jax.random.split(jax.random.fold_in(run.k_iter, 2))
+    U_prev, U = run.U, exact.solve_users(V)
+    extra = cfg.gravity * noisy_gramian(U, k_gram, rel.gramian.noise_std)
+    noise = SSP.noise(rel.item)
+    train = run.train
     print(f"N = {train.nnz:,}, d = {d}, third iteration's inputs, best of {rounds}")
     ref, t_ref = _best(lambda: exact.item_step.update(None, V, U, k_item, noise, extra,
                                                       n_hat)[0], rounds + 1)

@@ -189,7 +189,7 @@ def canary_solve_norms(Dp, canary, cfg, seeds) -> np.ndarray:
     the initial V, which the score never does): ≥ ``cfg.user_clip`` means the canary's
     b-contribution has the largest norm the sensitivity allows."""
     from dpmt.privacy.randomness import NoiseSource
-    from dpmt.train.loop import initial_items
+    from dpmt.train.training_run import initial_items
 
     out = []
     for s in seeds:

@@ -141,14 +141,15 @@ def test_tiny_run_writes_every_field_the_report_and_the_scaling_check_read(tiny)
 
 
 def test_tiny_run_uses_the_noise_of_the_training_plan(tiny):
-    """The benchmark's noise is that of make_plan for the same run (a warm-up iteration plus
-    the timed ones, at ε = 5): SSP's Â, b̂, the Gramian, the counts and noisy GD's z."""
+    """The benchmark's noise is that of fit's plan for the same run (a warm-up iteration plus
+    the timed ones, at ε = 5, the sampler's draws charged): SSP's Â, b̂, the Gramian, the
+    counts and noisy GD's z."""
     from dpmt.config import TrainConfig
-    from dpmt.train.plan import make_plan
+    from dpmt.train.plan import make_plan, sampler_draws
 
     cfg = TrainConfig(dim=4, iterations=2, epsilon=5.0, seed=0, solver="ssp",
                       weights="adaptive", reg=1.0, item_solve="project")
-    plan = make_plan(cfg)
+    plan = make_plan(cfg, draws=sampler_draws(cfg, tiny["n_items"]))
     it0 = plan.iterations[0]
     assert tiny["noise_std"] == pytest.approx({
         "ssp_A": it0.item[0].noise_std, "ssp_b": it0.item[1].noise_std,

@@ -51,10 +51,10 @@ def tripwires(monkeypatch, no_downloads):
 @pytest.fixture
 def no_training(monkeypatch, no_downloads):
     """Data may be loaded, but nothing data-dependent after the privacy calibration."""
-    loop = importlib.import_module("dpmt.train.loop")
+    setup = importlib.import_module("dpmt.train.training_run")
     evaluate = importlib.import_module("dpmt.train.evaluate")
-    monkeypatch.setattr(loop, "private_counts", _trip("private_counts"))
-    monkeypatch.setattr(loop, "compute_weights", _trip("compute_weights"))
+    monkeypatch.setattr(setup, "private_counts", _trip("private_counts"))
+    monkeypatch.setattr(setup, "compute_weights", _trip("compute_weights"))
     monkeypatch.setattr(evaluate, "popularity_metrics", _trip("the popularity baseline"))
 
 

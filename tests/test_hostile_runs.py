@@ -241,10 +241,11 @@ def test_c10_compare_and_stream_check_their_outputs_before_running(tmp_path, mon
 
 
 def test_c11_a_run_too_big_for_memory_is_refused_before_any_release(split, monkeypatch):
-    import dpmt.train.loop as loop
+    import dpmt.train.checks as checks
+    import dpmt.train.training_run as setup
 
-    monkeypatch.setattr(loop, "private_counts", lambda *a, **k: pytest.fail("released"))
-    monkeypatch.setattr(loop.os, "sysconf", lambda name: 1024 if name == "SC_PAGE_SIZE" else
+    monkeypatch.setattr(setup, "private_counts", lambda *a, **k: pytest.fail("released"))
+    monkeypatch.setattr(checks.os, "sysconf", lambda name: 1024 if name == "SC_PAGE_SIZE" else
                         2**18)                                   # a 256 MiB machine
     with pytest.raises(ConfigError, match="needs about .* GiB"):
         dpmt.fit(split.train, _cfg(dim=4096), execution=QUIET)

@@ -51,7 +51,7 @@ def test_neighbours_differ_by_one_user_who_alone_rates_the_canary_items():
 def test_canary_contribution_is_at_the_clip_norm():
     from dpmt.privacy.randomness import NoiseSource
     from dpmt.train.methods import make_steps
-    from dpmt.train.loop import initial_items
+    from dpmt.train.training_run import initial_items
 
     _, Dp, canary = data()
     cfg = pa.pipeline_config(EPSILON, DELTA, canary_items=len(canary))

@@ -73,16 +73,16 @@ def test_the_plan_charges_the_mean_the_offsets_and_the_label_range():
 def test_the_solver_sees_labels_inside_the_clipped_range(split, monkeypatch):
     """Regression: whatever the ratings, the labels reaching the solvers satisfy the bound
     |y| ≤ label_clip that the b-sensitivity assumes."""
-    import dpmt.train.loop as loop
+    import dpmt.train.training_run as setup
 
     seen = {}
-    real = loop.make_steps
+    real = setup.make_steps
 
     def spy(cfg, train, w, *, labels=None, **k):
         seen["labels"] = np.asarray(labels)
         return real(cfg, train, w, labels=labels, **k)
 
-    monkeypatch.setattr(loop, "make_steps", spy)
+    monkeypatch.setattr(setup, "make_steps", spy)
     dpmt.fit(split.train, _cfg(label_clip=0.75), execution=QUIET)
     y = seen["labels"]
     assert y.shape == (split.train.nnz,)

@@ -173,7 +173,7 @@ def test_resume_does_not_release_it_again(tmp_path):
                       noise_seed=5)     # the reference run and the resumed one share noise
     ref = dpmt.fit(_data(), cfg, execution=EX)
     calls = {"n": 0}
-    real_update = dpmt.train.loop._Progress.update
+    real_update = dpmt.train.loop.Progress.update
 
     def stop_at_second(self, eps):
         calls["n"] += 1
@@ -181,7 +181,7 @@ def test_resume_does_not_release_it_again(tmp_path):
             raise KeyboardInterrupt
         real_update(self, eps)
 
-    with mock.patch.object(dpmt.train.loop._Progress, "update", stop_at_second):
+    with mock.patch.object(dpmt.train.loop.Progress, "update", stop_at_second):
         with pytest.raises(KeyboardInterrupt):
             dpmt.fit(_data(), cfg, execution=EX, run_dir=tmp_path)
     released = []
@@ -209,7 +209,7 @@ def test_non_private_spectral_start_finds_the_planted_item_space():
     r, truth = dpmt.data.make_synthetic(3000, 120, 60_000, alpha=0.0, rank=rank, noise=0.05,
                                         seed=2, return_truth=True)
     cfg = TrainConfig(init="spectral", private=False, dim=rank)
-    V_rand = dpmt.train.loop.initial_items(jax.random.PRNGKey(0), r.n_items, rank,
+    V_rand = dpmt.train.training_run.initial_items(jax.random.PRNGKey(0), r.n_items, rank,
                                            cfg.init_scale)
     top = si.top_items(r.item_counts(), cfg.spectral_items)
     assert top.size == r.n_items                    # K = min(m, spectral_items)
@@ -230,7 +230,7 @@ def test_items_outside_the_top_k_keep_the_random_start():
     rng = np.random.default_rng(3)
     users, items = _base_pairs(rng)
     top = si.top_items(np.bincount(items, minlength=30), 12)
-    V_rand = np.asarray(dpmt.train.loop.initial_items(jax.random.PRNGKey(1), 30, 16, 0.1))
+    V_rand = np.asarray(dpmt.train.training_run.initial_items(jax.random.PRNGKey(1), 30, 16, 0.1))
     C = si.cooccurrence(users, items, 40, top)
     V0 = np.asarray(si.spectral_start(V_rand, top, C, 0.1))
     rest = np.setdiff1d(np.arange(30), top)
@@ -245,7 +245,7 @@ def test_items_outside_the_top_k_keep_the_random_start():
     # support) keeps its random row instead of a scaled-up round-off direction
     C0 = C.copy()
     C0[3, :] = C0[:, 3] = 0.0
-    V4 = np.asarray(dpmt.train.loop.initial_items(jax.random.PRNGKey(1), 30, 4, 0.1))
+    V4 = np.asarray(dpmt.train.training_run.initial_items(jax.random.PRNGKey(1), 30, 4, 0.1))
     V1 = np.asarray(si.spectral_start(V4, top, C0, 0.1))
     np.testing.assert_array_equal(V1[top[3]], V4[top[3]])
     others = np.delete(top, 3)

@@ -70,7 +70,7 @@ def test_nonprivate_als_beats_popularity_on_planted_data(split):
 
 
 def test_unmeetable_budget_refused_before_touching_data(split, monkeypatch):
-    import dpmt.train.loop as tr
+    import dpmt.train.training_run as tr
 
     touched = []
     monkeypatch.setattr(tr, "private_counts", lambda *a, **k: touched.append(1))
@@ -151,7 +151,7 @@ def test_private_mean_is_charged_for_all_k_ratings_of_a_user():
 
 def test_counts_are_released_and_charged_once_for_every_weight_scheme(split, monkeypatch):
     """tail and adaptive weights read one counts release, charged exactly once."""
-    import dpmt.train.loop as tr
+    import dpmt.train.training_run as tr
 
     calls = []
     real = tr.private_counts

@@ -159,26 +159,24 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
     exact; "cg" warm-starts from the previous iteration's U, as ``fit`` does).
     ``against="implicit"``: also run :func:`against_implicit` (``against_repeats`` rounds).
 
-    The steps come from :func:`dpmt.train.methods.make_steps` (``devices > 1``: the user,
-    item and noisy-GD steps row-sharded over that many devices; on CPU the devices must exist
-    already, see :func:`run`) and their noise from :func:`dpmt.train.plan.make_plan`, as in
-    :func:`dpmt.train.loop.fit`; the part-by-part breakdown is a one-device measurement."""
+    The counts, weights, layouts and steps are :func:`dpmt.train.training_run.setup`'s, as
+    in :func:`dpmt.train.loop.fit` (``devices > 1``: the user, item and noisy-GD steps
+    row-sharded over that many devices; on CPU the devices must exist already, see
+    :func:`run`); the iterations are timed step by step here; the part-by-part breakdown is
+    a one-device measurement."""
     import jax
     import jax.numpy as jnp
     import numpy as np
 
-    from dpmt.config import TrainConfig
-    from dpmt.privacy import private_counts
+    from dpmt.config import ExecutionConfig, TrainConfig
     from dpmt.privacy.randomness import NoiseSource
     from dpmt.solvers import layout as layout_mod
     from dpmt.solvers.ssp import noisy_gramian, spectral_shift
     from dpmt.solvers.steps import gd_item_step, ssp_item_step
-    from dpmt.train.methods import make_steps
     from dpmt.train.methods.noisy_gd import NOISY_GD
     from dpmt.train.methods.ssp import SSP
-    from dpmt.train.loop import initial_items
     from dpmt.train.plan import make_plan
-    from dpmt.train.weights import compute_weights
+    from dpmt.train.training_run import setup
 
     peak = MatmulPeak(matmul_size)
     peak.sample()
@@ -196,21 +194,14 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
     cfg = TrainConfig(dim=dim, iterations=iterations + 1, epsilon=epsilon, seed=seed,
                       solver="ssp", weights="adaptive", reg=1.0, item_solve=item_solve,
                       user_solve=user_solve)
-    plan = make_plan(cfg)
-    _, k_weights, k_init, k_iter = jax.random.split(jax.random.PRNGKey(seed), 4)
     t0 = time.perf_counter()
-    # 1. private counts and user count, 2. weights, 3. layouts and steps: as fit does
-    noisy_counts, noisy_n = None, float(train.n_users)
-    if plan.counts is not None:
-        # a benchmark: reproducible noise on purpose (its model is never published)
-        src = NoiseSource.from_seed(seed)
-        noisy_counts, noisy_n, _ = private_counts(
-            train.user, train.item, train.n_items, k=cfg.effective_count_cap,
-            noise_std=plan.counts.noise_std, cap_rng=src.numpy_rng("counts/cap"),
-            noise_rng=src.random("counts/noise"), include_user_count=True)
-    w = compute_weights(cfg, train, noisy_counts, noisy_n,
-                        seed=int(jax.random.randint(k_weights, (), 0, 2**31 - 1)))
-    steps = make_steps(cfg, train, w, devices=devices)
+    # counts, weights, layouts and steps: fit's own setup (a benchmark: reproducible noise on
+    # purpose, its model is never published)
+    run_ = setup(train, cfg, execution=ExecutionConfig(devices=devices, progress=False,
+                                                        lapack_threads=0),
+                 noise=NoiseSource.from_seed(seed))
+    plan, steps, noisy_n, k_iter = run_.plan, run_.steps, run_.n_norm, run_.k_iter
+    w = np.asarray(steps.weights)
     jax.block_until_ready((steps.items, steps.users, steps.weights))
     t_setup = time.perf_counter() - t0
     # counted on the layouts the steps run on (sharded: with their few pad rows)
@@ -231,8 +222,7 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
         other_steps.item_step = ssp_item_step(other_steps)
     other_diffs: list[float] = []
     fl_user = user_step_flops(users, train.n_items, dim)
-    V = initial_items(k_init, train.n_items, dim, cfg.init_scale)
-    state = steps.item_step.init(k_init, V)
+    V, state = run_.state.V, run_.state.item_state
     rows: list[dict] = []
     traces: list[dict] = []
     rss_before = _status_bytes("VmRSS")
@@ -349,7 +339,7 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
             gd_steps.items = layout_mod.task_layout(train, dim=dim)
         gd_steps.item_step = gd_item_step(gd_steps, train.n_items)
         fl_gd = gd_step_flops(_base_layout(gd_steps.items), train.n_users, dim)
-        gd_state = gd_steps.item_step.init(k_init, V)
+        gd_state = gd_steps.item_step.init(run_.noise.jax_key("init"), V)
         gd_rows, gd_traces = [], []
         for t in range(iterations + 1):
             before = layout_mod.trace_count()

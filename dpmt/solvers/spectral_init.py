@@ -1,6 +1,6 @@
 """Private spectral start of the item embeddings (issue 10): ``TrainConfig(init="spectral")``.
 
-The random start (:func:`dpmt.train.loop.initial_items`) knows nothing about the data, so the
+The random start (:func:`dpmt.train.training_run.initial_items`) knows nothing about the data, so the
 first sweeps of private alternating minimisation spend budget finding the item space. This
 module releases one more statistic, the normalised item co-occurrence of the K most popular
 items, and starts V from its top eigenvectors: a noisy covariance followed by its top
@@ -30,7 +30,7 @@ eigenvalues of Ĉ (one ``jnp.linalg.eigh``), each signed so that its entries sum
 (eigenvectors have no sign; this only makes the start deterministic), stacked as K rows of
 length d', and **each row scaled to the random start's expected row norm** over those d'
 columns, ``scale · √(d' (1/d + 1/4))`` (= ``scale · √(1 + d/4)`` for d ≤ K; ``E‖v_i‖² =
-scale² (1 + d/4)`` for :func:`~dpmt.train.loop.initial_items`), so the K rows also have the
+scale² (1 + d/4)`` for :func:`~dpmt.train.training_run.initial_items`), so the K rows also have the
 random start's expected Frobenius norm. The m − K other rows, rows at round-off level
 (e.g. an item nobody rated, in a non-private run) and, when d > K, the last d − K columns
 keep the data-independent random start's values.
