@@ -34,7 +34,8 @@ from dpmt.data.ratings import Ratings
 from dpmt.errors import ConfigError, DataError, check_range
 
 __all__ = [
-    "EvalSet", "Split", "binarize", "filter_min_counts", "cap_per_user", "per_user_split",
+    "EvalSet", "Split", "binarize", "filter_min_counts", "cap_mask", "cap_per_user",
+    "per_user_split",
     "heldout_users_split", "random_split",
 ]
 
@@ -270,16 +271,33 @@ def filter_min_counts(r: Ratings, min_user: int = 1, min_item: int = 1,
     return r.select(mask).compact(keep_items=min_item <= 1)
 
 
+def cap_mask(user_ids, k: int, rng: np.random.Generator) -> np.ndarray:
+    """Boolean mask keeping a uniform random sample of at most ``k`` ratings per user: one
+    random key per rating from ``rng``, ranked within each user (each user's sample reads
+    only that user's ratings). The one capping of dpmt: the private counts, the rating mean
+    and item offsets (:mod:`dpmt.privacy.mechanisms`), the online histogram and
+    :func:`cap_per_user` all use it."""
+    check_range("k", k, low=1, integer=True)
+    user_ids = np.asarray(user_ids)
+    order = np.lexsort((rng.random(len(user_ids)), user_ids))
+    u_sorted = user_ids[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(u_sorted)) + 1]
+    run_start = np.repeat(starts, np.diff(np.r_[starts, len(u_sorted)]))
+    keep = np.empty(len(order), dtype=bool)
+    keep[order] = (np.arange(len(order)) - run_start) < k
+    return keep
+
+
 def cap_per_user(r: Ratings, cap: int, seed: int = 0) -> Ratings:
-    """At most ``cap`` ratings per user, a uniform random subset (kept in input order).
+    """At most ``cap`` ratings per user, a uniform random subset (kept in input order;
+    :func:`cap_mask` with ``default_rng(seed)``).
 
     Users with <= ``cap`` ratings keep all of them. The index space is kept.
     """
     check_range("cap", cap, low=1, integer=True)
     if r.nnz == 0:
         return r
-    rank, _ = _random_ranks(r.user, r.n_users, np.random.default_rng(seed))
-    return r.select(np.flatnonzero(rank < cap))
+    return r.select(np.flatnonzero(cap_mask(r.user, cap, np.random.default_rng(seed))))
 
 
 # ----------------------------------------------------------------------------------------

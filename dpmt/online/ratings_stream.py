@@ -53,13 +53,14 @@ import dataclasses
 
 import numpy as np
 
+from dpmt.data.splits import cap_mask
 from dpmt.errors import ConfigError, DataError, DpmtError, check_range
 from dpmt.online.hypotheses import HypothesisClass, thresholds
 from dpmt.online.streams import Stream
 
-__all__ = ["RatingsStream", "ratings_stream", "load_ratings", "synthetic_ratings", "private_item_counts",
-           "popularity_buckets", "best_in_hindsight", "histogram_epsilon", "cap_per_user",
-           "distinct_pairs",
+__all__ = ["RatingsStream", "ratings_stream", "load_ratings", "synthetic_ratings",
+           "private_item_counts", "popularity_buckets", "best_in_hindsight",
+           "histogram_epsilon", "distinct_pairs",
            "IncrementalFoldIn", "model_score_edges", "model_rows", "SCORE_EDGES", "FEATURES"]
 
 FEATURES = ("popularity", "model")
@@ -166,21 +167,6 @@ def load_ratings(dataset: str, data_dir: str | None = None):
     return load(dataset) if data_dir is None else load(dataset, data_dir=data_dir)
 
 
-def cap_per_user(user: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
-    """Indices of the kept ratings: for each user a uniformly random subset of at most
-    ``k`` of their ratings (vectorised; each user's choice uses only their own ratings).
-    A count of the kept entries has L2 sensitivity ``√k`` only if the entries are distinct
-    (user, item) pairs: de-duplicate first (:func:`distinct_pairs`)."""
-    n = len(user)
-    keys = rng.random(n)
-    order = np.lexsort((keys, user))
-    u_sorted = user[order]
-    starts = np.r_[0, np.flatnonzero(np.diff(u_sorted)) + 1]
-    run_start = np.repeat(starts, np.diff(np.r_[starts, n])) if n else np.zeros(0, np.int64)
-    rank = np.arange(n) - run_start
-    return np.sort(order[rank < k])
-
-
 def distinct_pairs(user: np.ndarray, item: np.ndarray, n_items: int) -> np.ndarray:
     """Sorted indices that keep one entry per distinct (user, item) pair: the pair's first
     entry in array order (a re-rated pair counts once)."""
@@ -227,7 +213,7 @@ def private_item_counts(ratings, *, cap_k: int = 50, hist_epsilon: float | None 
     rng = np.random.default_rng(seed)
     user, item = np.asarray(ratings.user), np.asarray(ratings.item)
     pairs = distinct_pairs(user, item, ratings.n_items)
-    keep = pairs[cap_per_user(user[pairs], cap_k, rng)]
+    keep = pairs[cap_mask(user[pairs], cap_k, rng)]   # one per distinct pair, ≤ k per user
     counts = np.bincount(item[keep], minlength=ratings.n_items)
     sigma = z * np.sqrt(cap_k)
     noisy = counts + rng.normal(0.0, sigma, size=counts.shape)

@@ -27,6 +27,7 @@ import random
 
 import numpy as np
 
+from dpmt.data.splits import cap_mask
 from dpmt.errors import ConfigError, DataError, check_range
 from dpmt.privacy.discrete_gaussian import discrete_gaussian_tail, sample_discrete_gaussian
 from dpmt.privacy.ledger import PrivacyLedger, Release
@@ -87,21 +88,10 @@ def _as_random(rng) -> random.Random:
 
 
 def cap_per_user(user_ids: np.ndarray, k: int, rng) -> np.ndarray:
-    """Boolean mask keeping a uniform random sample of at most ``k`` ratings per user.
-
-    ``rng``: a ``np.random.Generator`` (``NoiseSource.numpy_rng(label)``), or a JAX key
-    (converted to one). Vectorised: one random key per rating, ranked within each user.
-    """
-    check_range("k", k, low=1, integer=True)
-    user_ids = np.asarray(user_ids)
-    gen = _as_generator(rng)
-    order = np.lexsort((gen.random(len(user_ids)), user_ids))
-    u_sorted = user_ids[order]
-    starts = np.r_[0, np.flatnonzero(np.diff(u_sorted)) + 1]
-    run_start = np.repeat(starts, np.diff(np.r_[starts, len(u_sorted)]))
-    keep = np.empty(len(order), dtype=bool)
-    keep[order] = (np.arange(len(order)) - run_start) < k
-    return keep
+    """Boolean mask keeping a uniform random sample of at most ``k`` ratings per user
+    (:func:`dpmt.data.splits.cap_mask`). ``rng``: a ``np.random.Generator``
+    (``NoiseSource.numpy_rng(label)``), or a JAX key (converted to one)."""
+    return cap_mask(user_ids, k, _as_generator(rng))
 
 
 # -- the item counts -----------------------------------------------------------------------------
