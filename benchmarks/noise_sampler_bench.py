@@ -39,7 +39,6 @@ import argparse
 import math
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -47,6 +46,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
+from benchmarks.noise_bench import best_of  # noqa: E402
 from dpmt.solvers import noise, ssp  # noqa: E402
 from dpmt.solvers.layout import map_batches  # noqa: E402
 
@@ -102,16 +102,6 @@ EXTRA_STEP_VARIANTS = {"new-ndtri": (ndtri_normal_words, noise.symmetric_from_wo
 def no_normals(words, n: int) -> jax.Array:
     """Zeros of the normals' shape (tied to the key words, so that XLA keeps the shape work)."""
     return jnp.zeros(words.shape[:-1] + (n,), jnp.float32) * words[..., :1].astype(jnp.float32)
-
-
-def best_of(fn, repeats: int) -> float:
-    jax.block_until_ready(fn())                       # compile and warm up
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def noise_fn(sampler, m: int, d: int):
