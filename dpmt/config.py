@@ -80,6 +80,7 @@ class GDConfig:
     mlp_hidden: int = _f(64, "hidden width of the MLP encoder", "solver")
 
     def __post_init__(self):
+        _check_types(self, "gd.")
         _check_finite(self)
         check_range("gd.steps", self.steps, low=1, high=100_000, integer=True)
         check_range("gd.learning_rate", self.learning_rate, low=0.0, high=BIG, low_open=True)
@@ -264,6 +265,7 @@ class TrainConfig:
         if not isinstance(self.gd, GDConfig):
             raise ConfigError(f"gd must be a GDConfig (got {type(self.gd).__name__}); use "
                               "TrainConfig(gd=GDConfig(steps=...))")
+        _check_types(self)
         _check_finite(self)
         for name, allowed in [("solver", SOLVERS), ("weights", WEIGHTINGS), ("split", SPLITS),
                               ("accountant", ACCOUNTANTS), ("on_duplicate", ON_DUPLICATE),
@@ -457,11 +459,53 @@ class ExecutionConfig:
                                     none="$DPMT_LAPACK_THREADS or 1")
 
     def __post_init__(self):
+        _check_types(self)
         check_range("devices", self.devices, low=1, integer=True)
         if not isinstance(self.data_dir, str) or not self.data_dir:
             raise ConfigError(f"data_dir must be a non-empty path (got {self.data_dir!r})")
         if self.lapack_threads is not None:
             check_range("lapack_threads", self.lapack_threads, low=0, integer=True)
+
+
+def _check_types(cfg, prefix: str = "") -> None:
+    """One type rule for every field, by its annotation: an ``int`` field takes a Python or
+    numpy integer, a ``float`` field any real number (Python or numpy), a ``bool`` field
+    True/False, a ``str`` field a string; never a string for a number, nor True/False for a
+    number. Numpy scalars become Python numbers (so that equal configs serialise and
+    fingerprint alike)."""
+    import numbers
+
+    for f in dataclasses.fields(cfg):
+        kind = str(f.type).replace(" ", "")
+        optional = kind.endswith("|None")
+        kind = kind.removesuffix("|None")
+        v = getattr(cfg, f.name)
+        if v is None and optional:
+            continue
+        name = prefix + f.name
+        if kind == "int":
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+                raise ConfigError(f"{name} must be an integer (got {v!r})")
+            v = int(v)
+        elif kind == "float":
+            if isinstance(v, bool) or not isinstance(v, numbers.Real):
+                raise ConfigError(f"{name} must be a number (got {v!r})")
+            v = float(v)
+        elif kind == "bool":
+            if not isinstance(v, (bool, type(None))) and type(v).__name__ != "bool_":
+                raise ConfigError(f"{name} must be True or False (got {v!r})")
+            v = bool(v)
+        elif kind == "str":
+            if not isinstance(v, str):
+                raise ConfigError(f"{name} must be a string (got {v!r})")
+        elif kind.startswith("tuple[float"):
+            if isinstance(v, (str, bytes)) or not hasattr(v, "__len__") or not all(
+                    isinstance(x, numbers.Real) and not isinstance(x, bool) for x in v):
+                raise ConfigError(f"{name} must be a sequence of numbers (got {v!r})")
+            v = tuple(float(x) for x in v)
+        else:
+            continue
+        object.__setattr__(cfg, f.name, v)
 
 
 def _check_finite(cfg) -> None:

@@ -148,17 +148,31 @@ class Model:
     def _coerce_ids(self, ids: np.ndarray) -> np.ndarray:
         kind = self.item_ids.dtype.kind
         if kind in "iu":
+            if ids.dtype.kind == "b":
+                raise DataError("item ids are integers, not True/False")
             if ids.dtype.kind == "f":
                 if not np.all(np.isfinite(ids)) or not np.all(ids == np.round(ids)):
                     raise DataError(f"item ids must be integers (got {ids[:5].tolist()})")
+                if np.any(np.abs(ids) >= 2.0 ** 63):
+                    raise DataError(_out_of_range(ids[np.abs(ids) >= 2.0 ** 63][:3]))
                 return ids.astype(np.int64)
+            if ids.dtype.kind == "u" and ids.dtype.itemsize == 8 and np.any(ids >= 2 ** 63):
+                raise DataError(_out_of_range(ids[ids >= 2 ** 63][:3]))
             if ids.dtype.kind in "iu":
                 return ids.astype(np.int64)
-            try:
-                return np.array([int(x) for x in ids], np.int64)
-            except (TypeError, ValueError):
-                raise DataError(f"item ids of this model are integers (got "
-                                f"{ids[:5].tolist()})") from None
+            out = []
+            for x in ids.tolist():
+                if isinstance(x, bool):
+                    raise DataError("item ids are integers, not True/False")
+                try:
+                    v = int(x)
+                except (TypeError, ValueError, OverflowError):
+                    raise DataError(f"item ids of this model are integers (got "
+                                    f"{ids[:5].tolist()})") from None
+                if not -2 ** 63 <= v < 2 ** 63:
+                    raise DataError(_out_of_range([v]))
+                out.append(v)
+            return np.array(out, np.int64)
         return ids.astype(str)
 
     # -- fold-in and scores ---------------------------------------------------------------
@@ -253,7 +267,10 @@ class Model:
         candidates are padded with score −inf (and an arbitrary id)."""
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ConfigError(f"k must be an integer >= 1 (got {k!r})")
-        k = int(min(k, self.n_items))
+        if (isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer))
+                or batch_size < 1):
+            raise ConfigError(f"batch_size must be an integer >= 1 (got {batch_size!r})")
+        k, batch_size = int(min(k, self.n_items)), int(batch_size)
         rows, vals = self._histories(histories, values)
         out_ids = np.empty((len(rows), k), dtype=self.item_ids.dtype)
         out_scores = np.empty((len(rows), k), np.float32)
@@ -297,6 +314,10 @@ class Model:
     def _histories(self, histories, values):
         if isinstance(histories, (str, bytes)) or not hasattr(histories, "__len__"):
             raise DataError("histories must be a sequence of item-id sequences")
+        if values is not None and (isinstance(values, (str, bytes))
+                                   or not hasattr(values, "__len__")):
+            raise DataError("values must be a sequence with one sequence of ratings per "
+                            f"history (got {type(values).__name__})")
         if values is not None and len(values) != len(histories):
             raise DataError(f"values must have one entry per history ({len(histories)}; got "
                             f"{len(values)})")
@@ -317,8 +338,8 @@ class Model:
             else:
                 v = np.asarray(values[n], np.float64)
                 if v.shape != (len(r),) or not np.all(np.isfinite(v)):
-                    raise DataError(f"values of history {n} must be {len(r)} finite numbers "
-                                    f"(got {np.asarray(values[n]).tolist()[:5]})")
+                    raise DataError(f"values of history {n} must be {len(r)} finite numbers, "
+                                    f"one per item (got {np.ravel(values[n]).tolist()[:5]})")
                 if self.label_offset is not None:      # the labels training used
                     c = self.config.label_clip
                     v = np.clip(v - self.offsets(r), -c, c)
@@ -547,6 +568,11 @@ class Model:
                 except (json.JSONDecodeError, UnicodeDecodeError):
                     model.metrics = None
         return model
+
+
+def _out_of_range(ids) -> str:
+    return (f"item id(s) {', '.join(str(int(x)) for x in ids)} are outside the 64-bit integer "
+            "range of this model's item ids: no such item")
 
 
 def _top_k(scores: np.ndarray, k: int) -> np.ndarray:

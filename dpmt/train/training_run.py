@@ -99,6 +99,10 @@ def setup(train, config: TrainConfig | None = None, *, validation=None, test=Non
     cfg, ex, eval_set = check_inputs(train, config, execution, validation, test)
     if resume and run_dir is None:
         raise ConfigError("resume=True needs the run_dir whose checkpoint to continue")
+    if run_dir is not None:
+        from dpmt._io import check_output_path
+
+        check_output_path(run_dir, "run_dir", folder=True)   # before anything is released
     if noise is not None and not isinstance(noise, NoiseSource):
         raise ConfigError(f"noise must be a dpmt.privacy.randomness.NoiseSource (got "
                           f"{type(noise).__name__})")
