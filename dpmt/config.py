@@ -53,6 +53,8 @@ def _f(default, help: str, group: str, *, choices=None, flag: str | None = None,
 
 #: ridge λ where the rule of :mod:`dpmt.train.defaults` does not raise it (``reg=None``)
 BASE_REG = 3.0
+#: n̂·ε below which ``weights="auto"`` is uniform, above adaptive (:mod:`dpmt.train.defaults`)
+WEIGHTS_SCALE = 100_000.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,7 +199,7 @@ class TrainConfig:
     weights: str = _f("auto", "task-user weights w_ij: uniform (k random items per user), "
                       "tail (the k least popular by noisy count), adaptive (ω ∝ n̂^−μ, eq. 11, "
                       "clipped to β per user), adaptive-normalized (every user at β), or auto "
-                      "(uniform when n̂·ε < 2000, else adaptive: dpmt.train.defaults)",
+                      f"(uniform when n̂·ε < {WEIGHTS_SCALE:g}, else adaptive: dpmt.train.defaults)",
                       "weights", choices=WEIGHTINGS)
     mu: float | None = _f(0.25, "exponent μ of ω_i ∝ n̂_i^−μ", "weights",
                           none="(1+γ)/4")

@@ -506,19 +506,26 @@ class Model:
             run_dir, root = root, root / SHARED_DIR
         meta_path = root / MODEL_FILE
         if not root.is_dir() or not meta_path.exists():
+            inner = sorted(p.parent for p in root.glob(f"*/{SHARED_DIR}/{MODEL_FILE}")) \
+                if root.is_dir() else []
             hint = (" (a run directory becomes a model when its run finishes; resume it with "
-                    "`dpmt train --resume`)" if (root / "trainer").is_dir() else "")
+                    "`dpmt train --resume`)" if (root / "trainer").is_dir() else
+                    f" (it holds the run director{'ies' if len(inner) > 1 else 'y'} "
+                    f"{', '.join(str(p) for p in inner[:3])}: give one of them)" if inner
+                    else "")
             raise DataError(f"{root} is not a dpmt model: no {MODEL_FILE} there{hint}")
         meta = read_json(meta_path, "the model is corrupted: train it again")
         if not isinstance(meta, dict) or meta.get("format") != MODEL_FORMAT:
             raise DataError(f"{meta_path} is not a dpmt model file (format "
                             f"{meta.get('format') if isinstance(meta, dict) else None!r})")
         version = meta.get("version")
-        if not isinstance(version, int) or isinstance(version, bool) or version > MODEL_VERSION \
-                or version < 1:
-            raise DataError(f"{meta_path} has model format version {version!r}; this dpmt "
-                            f"reads version {MODEL_VERSION} (upgrade dpmt, or train the model "
-                            "again if it is older)")
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise DataError(f"{meta_path} has model format version {version!r}, which no dpmt "
+                            "ever wrote: the file was edited or corrupted; train the model "
+                            "again")
+        if version > MODEL_VERSION:
+            raise DataError(f"{meta_path} has model format version {version}; this dpmt reads "
+                            f"version {MODEL_VERSION}: upgrade dpmt to read it")
         if version < MODEL_VERSION:
             raise DataError(f"{meta_path} is a model of format {version}, which published the "
                             "seed of its noise (so its ε does not hold against a reader of its "

@@ -45,9 +45,19 @@ def check_meta_types(meta: dict, path: Path) -> None:
         else:
             ok = isinstance(v, types)
         if not ok:
-            raise DataError(f"{path}: {key!r} must be of type "
-                            f"{getattr(types, '__name__', types)} (got {v!r}); the file was "
-                            "edited or corrupted")
+            raise DataError(f"{path}: {key!r} must be {_describe(types)} (got {v!r}); the "
+                            "file was edited or corrupted")
+
+
+_TYPE_WORDS = {bool: "true/false", int: "a number", float: "a number", str: "a string",
+               list: "a list", dict: "an object", type(None): "null"}
+
+
+def _describe(types) -> str:
+    """``(float, int, NoneType)`` → "a number or null", for people."""
+    types = types if isinstance(types, tuple) else (types,)
+    words = list(dict.fromkeys(_TYPE_WORDS.get(t, t.__name__) for t in types))
+    return " or ".join(words)
 
 
 def require_regular(path: Path, why: str) -> None:

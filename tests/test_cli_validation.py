@@ -153,14 +153,18 @@ def test_compare_weight_grid(spec, fragment, tripwires, capsys, tmp_path):
 
 
 STREAM_ARGS = [
-    ("--epsilon", "0", "> 0"), ("--epsilon", "-1", "> 0"), ("--epsilon", "nan", "NaN"),
-    ("--epsilon", "inf", "finite"),
+    ("--epsilon", "0", "in (0, 100]"), ("--epsilon", "-1", "in (0, 100]"),
+    ("--epsilon", "nan", "NaN"),
+    # issue 25, C10: above 100 refused like train's (5000 overflowed math.exp before)
+    ("--epsilon", "inf", "in (0, 100]"), ("--epsilon", "5000", "in (0, 100]"),
+    ("--epsilon", "1e308", "in (0, 100]"),
     ("--delta", "0", "in (0, 1)"), ("--delta", "1", "in (0, 1)"), ("--delta", "2", "in (0, 1)"),
     ("--buckets", "1", "in [2, 4096]"), ("--buckets", "4097", "in [2, 4096]"),
     ("--buckets", "2.5", "int"),
     ("--seed", "-1", "in [0, "),
     ("--limit", "0", ">= 1"),
-    ("--hist-epsilon", "0", "> 0"), ("--hist-epsilon", "inf", "finite"),
+    ("--hist-epsilon", "0", "in (0, 100]"), ("--hist-epsilon", "inf", "in (0, 100]"),
+    ("--hist-epsilon", "1e308", "in (0, 100]"),
     ("--hist-delta", "0", "in (0, 1)"), ("--hist-delta", "1", "in (0, 1)"),
     ("--cap-k", "0", ">= 1"),
     ("--gamma", "0", "in (0, 1]"), ("--gamma", "1.5", "in (0, 1]"),

@@ -100,3 +100,106 @@ def test_c13_values_that_are_not_one_per_item_are_named(model):
         model.recommend([5], values=1)
     with pytest.raises(DataError, match="values must be a sequence"):
         model.recommend_batch([[5]], values=3)
+
+
+# -- C10: stream ε ----------------------------------------------------------------------------
+@pytest.mark.parametrize("eps", ["5000", "1e4", "1e308"])
+def test_c10_stream_caps_epsilon_as_train_does(eps, capsys):
+    assert cli(["stream", "--epsilon", eps]) == 2
+    err = capsys.readouterr().err
+    assert "--epsilon must be in (0, 100]" in err and "Traceback" not in err
+
+
+# -- C11 / D17: model files, their types and their version, said plainly ------------------------
+def _edit(path, **changes):
+    meta = json.loads((path / "model.json").read_text())
+    meta.update(changes)
+    (path / "model.json").write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize("changes, said", [
+    (dict(history=5), "'history' must be a list (got 5)"),
+    (dict(seconds="x"), "'seconds' must be a number (got 'x')"),
+    (dict(label_offset="x"), "'label_offset' must be a number or null (got 'x')"),
+    (dict(version=0), "version 0, which no dpmt ever wrote"),
+    (dict(version=99), "version 99; this dpmt reads version 2: upgrade dpmt")])
+def test_c11_model_json_fields_are_checked_in_words(model, tmp_path, changes, said):
+    path = model.save(tmp_path / "m")
+    _edit(path, **changes)
+    with pytest.raises(DataError, match=said.replace("(", r"\(").replace(")", r"\)")):
+        dpmt.Model.load(path)
+
+
+def test_d17_a_folder_of_run_directories_names_them(model, tmp_path, capsys):
+    model.save(tmp_path / "runs" / "defaults" / "model")
+    assert cli(["recommend", "--model", tmp_path / "runs", "--items", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "defaults/model" in err and "give one of them" in err
+
+
+def test_d17_a_rating_model_takes_ratings_from_the_cli(tmp_path, capsys):
+    f = tmp_path / "r.csv"
+    rng = np.random.default_rng(0)
+    f.write_text("userId,movieId,rating,timestamp\n" + "".join(
+        f"{u},{i},{1 + int(rng.integers(5))},{u * 100 + i}\n"
+        for u in range(120) for i in range(20) if (u + i) % 3))
+    items = tmp_path / "items.txt"
+    items.write_text("".join(f"{i}\n" for i in range(20)))
+    out = tmp_path / "R"
+    assert cli(["train", "--dataset", f, "--items", items, "--task", "rating", "--split",
+                "random", "--dim", "2", "--iterations", "1", "--solver", "ssp", "--quiet",
+                "--out", out]) == 0
+    said = capsys.readouterr().out
+    assert "--ratings R,R,..." in said                     # the command train suggests works
+    assert cli(["recommend", "--model", out, "--items", "3,4"]) == 2
+    assert "pass --ratings" in capsys.readouterr().err
+    assert cli(["recommend", "--model", out, "--items", "3,4", "--ratings", "5,1"]) == 0
+    assert cli(["recommend", "--model", out, "--items", "3,4", "--ratings", "5"]) == 2
+    assert "one rating per item" in capsys.readouterr().err
+
+
+# -- D16: what the help and the messages say is what the code does -----------------------------
+def test_d16_help_texts_come_from_the_code(capsys):
+    from dpmt.config import WEIGHTS_SCALE
+    from dpmt.train.defaults import weights_for
+
+    assert weights_for(WEIGHTS_SCALE / 5.0 - 1, 5.0) == "uniform"
+    assert weights_for(WEIGHTS_SCALE / 5.0 + 1, 5.0) == "adaptive"
+    for argv, needle in ((["train", "--help"], f"n̂·ε < {WEIGHTS_SCALE:g}"),
+                         (["bench", "--help"], f"dpmt's default, {TrainConfig().item_solve}"),
+                         (["compare", "--help"], f"(default: {TrainConfig().solver}")):
+        cli(argv)
+        text = " ".join(capsys.readouterr().out.split())
+        assert needle in text, (argv, needle)
+
+
+def test_d16_a_rating_model_states_no_popularity_prior_rule():
+    from dpmt.train.defaults import resolve
+
+    cfg, why = resolve(TrainConfig(task="rating", split="random"), 900.0)
+    assert cfg.popularity_prior == 0.0 and "popularity_prior" not in dict(
+        (k, r) for k, _, r in why)
+
+
+def test_d16_resuming_a_finished_run_says_nothing_was_trained(tmp_path, capsys):
+    out = tmp_path / "R"
+    args = ["--dataset", "synthetic:users=150,items=50,interactions=2500,seed=4", "--dim", "2",
+            "--iterations", "1", "--solver", "ssp", "--quiet"]
+    assert cli(["train", *args, "--out", out]) == 0
+    capsys.readouterr()
+    assert cli(["train", "--resume", out, "--quiet"]) == 0
+    assert "had finished: nothing was trained or charged again" in capsys.readouterr().out
+
+
+# -- D18: bench --quiet still prints its result --------------------------------------------------
+def test_d18_bench_quiet_prints_the_result(monkeypatch, capsys):
+    from dpmt.apps import bench
+
+    fake = {"interactions": 10, "dim": 2, "iteration_seconds": 1.0, "item_solve": "cg",
+            "item_step": {"seconds": 0.5, "fraction_of_peak": 0.1},
+            "user_step": {"seconds": 0.5, "fraction_of_peak": 0.1},
+            "matmul_peak_flops": 1e9, "peak_rss_bytes": 2 ** 30,
+            "recompilations_after_first_iteration": 0, "machine": {}}
+    monkeypatch.setattr(bench, "bench_once", lambda *a, **k: dict(fake))
+    assert cli(["bench", "--interactions", "1000", "--quiet"]) == 0
+    assert "private iteration 1.00s" in capsys.readouterr().out

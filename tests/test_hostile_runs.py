@@ -290,6 +290,7 @@ def test_c13_an_interrupted_grid_keeps_its_cells_and_resumes(tmp_path, monkeypat
 
     out = tmp_path / "cmp"
     argv = ["compare", "--dataset", DATASET, "--weight-grid", "uniform", "adaptive",
+            "--solvers", "ssp",
             "--seeds", 0, 1, "--no-baselines", "--out", out, "--dim", 2, "--budget", 5,
             "--iterations", 1, "--quiet"]
     real, calls = loop.fit, []

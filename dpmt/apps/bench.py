@@ -455,12 +455,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-gd", action="store_true", help="skip the noisy-GD step")
     p.add_argument("--no-breakdown", action="store_true",
                    help="skip the part-by-part timing of the item step")
+    from dpmt.config import TrainConfig
+
+    defaults = TrainConfig()
     p.add_argument("--item-solve", choices=("shift", "project", "cg"), default=None,
                    help="the SSP item solve of the timed iteration (default: dpmt's default, "
-                        "shift; cg: warm-started conjugate gradients from the previous V)")
+                        f"{defaults.item_solve}; cg: warm-started conjugate gradients from "
+                        "the previous V)")
     p.add_argument("--user-solve", choices=("exact", "cg"), default=None,
-                   help="the user step's solve (default exact; cg: warm-started conjugate "
-                        "gradients from the previous U)")
+                   help=f"the user step's solve (default {defaults.user_solve}; cg: "
+                        "warm-started conjugate gradients from the previous U)")
     p.add_argument("--no-compare", action="store_true",
                    help="skip the timing of the other item solve on the same inputs "
                         "(project when timing shift, shift otherwise)")
@@ -487,7 +491,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="suite: rerun sizes whose JSON already exists")
     p.add_argument("--report-only", action="store_true",
                    help="suite: only regenerate BENCHMARKS.md and the plot from the JSON files")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress lines (the result is still printed)")
 
 
 def run(args) -> int:
@@ -517,7 +522,7 @@ def run(args) -> int:
         write_benchmarks_md(results, Path(args.markdown), raw_dir=str(out_dir))
         if results:
             plot_scaling(results, Path(args.plot))
-        log(f"wrote {args.markdown} and {args.plot} from {len(results)} results")
+        print(f"wrote {args.markdown} and {args.plot} from {len(results)} results")
         return 0
     if args.against == "implicit" and not implicit_available():
         raise ConfigError("--against implicit needs the optional `implicit` package "
@@ -546,8 +551,7 @@ def run(args) -> int:
     res["machine"]["lapack_threads"] = lapack_threads
     if args.json:
         atomic_write_json(args.json, res)
-    if not args.quiet:
-        print(summary_line(res))
+    print(summary_line(res))                 # --quiet silences the progress, not the result
     return 0
 
 

@@ -14,6 +14,7 @@ import argparse
 import os
 import sys
 
+from dpmt.config import TrainConfig
 from dpmt.errors import ConfigError, DpmtError
 from dpmt.registry import SOLVERS, WEIGHTINGS
 
@@ -52,9 +53,12 @@ def cmd_train(args) -> int:
                               "execution options such as --devices may be given)")
         cfg = read_config(Path(args.resume))
         _, ex = config_from_args(args)
+        finished = (Path(args.resume) / "model" / "model.json").exists()
         model = run(cfg, out_dir=args.resume, execution=ex, resume=True,
                     eval_set=args.eval_set)
         out = args.resume
+        if finished:
+            print(f"the run in {out} had finished: nothing was trained or charged again")
     else:
         cfg, ex = config_from_args(args)
         model = run(cfg, out_dir=args.out, execution=ex, overwrite=args.overwrite,
@@ -63,8 +67,10 @@ def cmd_train(args) -> int:
     print(model.report())
     print_baselines(model)
     if out is not None:
-        print(f"saved the model in {out} (dpmt recommend --model {out} --items ID,ID,...; "
-              "or dpmt.Model.load)")
+        use = (f"dpmt recommend --model {out} --items ID,ID,... --ratings R,R,..."
+               if model.label_offset is not None else
+               f"dpmt recommend --model {out} --items ID,ID,...")
+        print(f"the model is in {out} ({use}; or dpmt.Model.load)")
     else:
         print("nothing was saved: pass --out DIR to keep the model")
     return 0
@@ -132,7 +138,20 @@ def cmd_recommend(args) -> int:
 
     model = Model.load(args.model)
     items = _parse_ids(args.items, model)
-    ids, scores = model.recommend(items, k=args.k)
+    values = None
+    if args.ratings is not None:
+        try:
+            values = [float(p) for p in args.ratings.split(",") if p.strip()]
+        except ValueError:
+            raise ConfigError(f"--ratings takes numbers, one per --items (got "
+                              f"{args.ratings!r})") from None
+        if len(values) != len(items):
+            raise ConfigError(f"--ratings gives {len(values)} ratings for {len(items)} "
+                              "--items: give one rating per item")
+    elif model.label_offset is not None:
+        raise ConfigError("this is a rating model: it folds a user in from their ratings; "
+                          "pass --ratings R,R,... with one rating per --items")
+    ids, scores = model.recommend(items, k=args.k, values=values)
     titles = _titles(model, args.data_dir)
     liked = ", ".join(f"{titles.get(i) or i}" for i in items)
     _print_items(ids, scores, titles, f"top {len(ids)} for a user who liked: {liked}",
@@ -238,6 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--model", required=True, metavar="DIR", help="a saved model / run directory")
     r.add_argument("--items", required=True, metavar="ID,ID,...",
                    help="raw ids of the items the user liked (e.g. 50,172,133)")
+    r.add_argument("--ratings", default=None, metavar="R,R,...",
+                   help="the user's ratings of --items, one per item (a rating model "
+                        "folds a user in from them; an implicit model takes none)")
     r.add_argument("-k", type=parse_number("-k", "int"), default=10,
                    help="how many (default: 10)")
     r.add_argument("--data-dir", default="data", help="where to find item titles (default: data)")
@@ -260,8 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
                    + "; adaptive:MU sets μ (default: uniform tail adaptive)")
     c.add_argument("--epsilons", nargs="+", type=parse_number("--epsilons", "float"),
                    default=[5.0], metavar="EPS", help="target ε of each private run (default: 5)")
-    c.add_argument("--solvers", nargs="+", choices=SOLVERS, default=["ssp"],
-                   help="private item steps to compare (default: ssp)")
+    c.add_argument("--solvers", nargs="+", choices=SOLVERS, default=[TrainConfig().solver],
+                   help=f"private item steps to compare (default: {TrainConfig().solver}, "
+                        "as dpmt train)")
     c.add_argument("--seeds", nargs="+", type=parse_number("--seeds", "int"), default=[0],
                    metavar="SEED", help="seeds; each gives its own split (default: 0)")
     c.add_argument("--baselines", action=argparse.BooleanOptionalAction, default=True,

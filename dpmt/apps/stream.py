@@ -108,18 +108,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def _check_args(args) -> None:
-    check_range("--epsilon", args.epsilon, low=0, low_open=True)
-    if math.isinf(args.epsilon):
-        raise ConfigError("--epsilon must be finite (got inf)")
+    # as train: above 100 a guarantee means nothing, and the predictors' exp(ε) overflows
+    check_range("--epsilon", args.epsilon, low=0, high=100.0, low_open=True)
     check_range("--delta", args.delta, low=0, high=1, low_open=True, high_open=True)
     check_range("--buckets", args.buckets, low=2, high=4096, integer=True)
     if args.seed is not None:
         check_range("--seed", args.seed, low=0, high=2 ** 63 - 1, integer=True)
     if args.limit is not None:
         check_range("--limit", args.limit, low=1, integer=True)
-    check_range("--hist-epsilon", args.hist_epsilon, low=0, low_open=True)
-    if math.isinf(args.hist_epsilon):
-        raise ConfigError("--hist-epsilon must be finite (got inf)")
+    check_range("--hist-epsilon", args.hist_epsilon, low=0, high=100.0, low_open=True)
     check_range("--hist-delta", args.hist_delta, low=0, high=1, low_open=True, high_open=True)
     check_range("--cap-k", args.cap_k, low=1, integer=True)
     check_range("--like-threshold", args.like_threshold)

@@ -70,11 +70,11 @@ seeds, n̂ ≈ 740; the 50k-user synthetic, n̂ ≈ 4.9·10⁴; η ∈ {0, ¼, �
 
 from __future__ import annotations
 
-from dpmt.config import BASE_REG
-from dpmt.registry import SOLVERS, WEIGHTINGS
+from dpmt.config import BASE_REG, WEIGHTS_SCALE
+from dpmt.registry import SOLVERS, TASKS, WEIGHTINGS
 
-#: n̂·ε below which ``weights="auto"`` is uniform (above: adaptive)
-WEIGHTS_SCALE = 100_000.0
+# WEIGHTS_SCALE (n̂·ε below which weights="auto" is uniform) lives in dpmt.config, whose
+# help text states it
 #: λ of every run the ridge rule does not raise
 REG = BASE_REG
 # The solver-specific constants live with their solvers: N₀ and η_max in
@@ -128,6 +128,8 @@ def resolve(cfg, noisy_users: float | None):
         lam, reason = _reg(noisy_users, cfg.epsilon, cfg.private, cfg.solver)
         cfg = cfg.replace(reg=lam)
         why.append(("reg", lam, reason))
+    if cfg.popularity_prior is None and not TASKS[cfg.task].ranking:
+        cfg = cfg.replace(popularity_prior=0.0)   # nothing is ranked: no prior, no rule
     if cfg.popularity_prior is None:
         eta, reason = _prior(noisy_users, cfg.epsilon, cfg.private, cfg.solver, cfg.weights)
         cfg = cfg.replace(popularity_prior=eta)
