@@ -203,3 +203,72 @@ def test_d18_bench_quiet_prints_the_result(monkeypatch, capsys):
     monkeypatch.setattr(bench, "bench_once", lambda *a, **k: dict(fake))
     assert cli(["bench", "--interactions", "1000", "--quiet"]) == 0
     assert "private iteration 1.00s" in capsys.readouterr().out
+
+
+# -- A1/A2: compare resumes only on the same data, and owns its folder --------------------------
+def _csv(path, users, seed):
+    rng = np.random.default_rng(seed)
+    path.write_text("userId,movieId,rating,timestamp\n" + "".join(
+        f"{u},{i},{4 + int(rng.integers(2))},{u * 100 + i}\n"
+        for u in range(users) for i in range(12) if rng.random() < 0.7))
+
+
+def test_a1_compare_resume_refuses_cells_of_other_data(tmp_path, monkeypatch, capsys):
+    from dpmt.train import loop
+
+    f, items, out = tmp_path / "r.csv", tmp_path / "items.txt", tmp_path / "cmp"
+    _csv(f, 60, 0)
+    items.write_text("".join(f"{i}\n" for i in range(12)))
+    argv = ["compare", "--dataset", f, "--items", items, "--weight-grid", "uniform",
+            "adaptive", "--solvers", "ssp", "--no-baselines", "--dim", "2", "--budget", "5",
+            "--iterations", "1", "--out", out, "--quiet"]
+    real, calls = loop.fit, []
+
+    def dying_fit(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(loop, "fit", dying_fit)
+    assert cli(argv) == 130
+    monkeypatch.undo()
+    _csv(f, 30, 1)                                         # the file is replaced
+    capsys.readouterr()
+    assert cli([*argv, "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "changed since the interrupted grid" in err and "Traceback" not in err
+
+
+def test_a2_a_folder_in_use_by_a_compare_is_refused(tmp_path, capsys):
+    out = tmp_path / "busy"
+    out.mkdir()
+    (out / ".lock").write_text(str(os.getppid()))        # a live process holds it
+    for argv in (["compare", "--dataset", "synthetic:users=60,items=20,interactions=600",
+                  "--no-baselines", "--out", out, "--quiet"],
+                 ["train", "--dataset", "synthetic:users=60,items=20,interactions=600",
+                  "--out", out, "--quiet"]):
+        assert cli(argv) == 2
+        assert "in use by another dpmt process" in capsys.readouterr().err
+
+
+# -- B4: demo checks its output before any work ----------------------------------------------
+def test_b4_demo_refuses_a_bad_out_before_fetching_or_training(tmp_path, monkeypatch, capsys):
+    from dpmt.apps import compare
+
+    monkeypatch.setattr(compare, "run_grid", lambda *a, **k: pytest.fail("trained"))
+    monkeypatch.setattr("dpmt.data.fetch", lambda *a, **k: pytest.fail("fetched"))
+    f = tmp_path / "file"
+    f.write_text("x")
+    assert cli(["demo", "--out", f, "--quiet"]) == 2
+    assert "is a file" in capsys.readouterr().err
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        if os.access(ro, os.W_OK):
+            pytest.skip("running as a user who can write anywhere")
+        assert cli(["demo", "--out", ro / "demo", "--quiet"]) == 2
+        assert "not writable" in capsys.readouterr().err
+    finally:
+        ro.chmod(0o755)

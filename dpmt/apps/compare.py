@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from dpmt.config import TrainConfig
-from dpmt.errors import ConfigError
+from dpmt.errors import ConfigError, DataError
 from dpmt.registry import TASKS, WEIGHTINGS
 from dpmt._io import atomic_write_bytes, atomic_write_text
 from dpmt.privacy.ledger import ML100K_TUNING_NOTE, PRIVACY_UNIT
@@ -124,6 +124,12 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
         if not todo:
             continue
         split = prepare_data(base.replace(seed=int(seed)), quiet)
+        data = split_data_fingerprint(split)
+        changed = {r.get("data") for r in rows} - {data, None}
+        if changed:
+            raise DataError(f"the data of {base.dataset} changed since the interrupted grid "
+                            "was run (its saved cells were computed on other ratings): start "
+                            "again with --overwrite, or use another --out")
         es = split.test if eval_set == "test" else split.validation
         private_pop_done = {float(r["epsilon"]) for r in rows if int(r["seed"]) == int(seed)
                             and r["method"].startswith(("private popularity",
@@ -145,14 +151,15 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
                           test=es, execution=quiet)
                 m, compile_s = res.metrics, res.compile_seconds
                 eps = res.epsilon if p.config.private else math.inf
-            rows.append(_row(p.label, seed, eps, p.config, m, time.time() - t0, compile_s))
+            rows.append(_row(p.label, seed, eps, p.config, m, time.time() - t0, compile_s,
+                             data))
             this = rows[-1]      # the released baselines below come after it
             if p.config is not None and p.config.private \
                     and p.config.epsilon not in private_pop_done:
                 private_pop_done.add(p.config.epsilon)
                 for name, pm in released_baselines(res, split.train, es):
                     rows.append(_row(f"{name} ε={p.config.epsilon:g}", seed, eps, None, pm,
-                                     0.0, 0.0))
+                                     0.0, 0.0, data))
             if on_cell is not None:
                 on_cell(rows)
             if bar is not None:
@@ -166,8 +173,27 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
                                                                  len(order))))
 
 
-def _row(label, seed, eps, config, m, seconds, compile_seconds) -> dict:
-    row = {"method": label, "seed": int(seed), "epsilon": eps,
+def split_data_fingerprint(split) -> str:
+    """SHA-256 (16 hex chars) of every (user, item, value) of a split's parts together: the
+    same for every split seed of one data set, different when the ratings change (a
+    resumed grid refuses to mix cells of two data sets)."""
+    import hashlib
+
+    parts = [split.train, split.validation.history, split.validation.targets,
+             split.test.history, split.test.targets]
+    m = np.int64(split.train.n_items)
+    key = np.concatenate([np.asarray(r.user, np.int64) * m + np.asarray(r.item, np.int64)
+                          for r in parts])
+    val = np.concatenate([np.asarray(r.value, np.float64) for r in parts])
+    key, first = np.unique(key, return_index=True)
+    h = hashlib.sha256(np.array([split.train.n_users, split.train.n_items], np.int64).tobytes())
+    h.update(key.tobytes())
+    h.update(val[first].tobytes())
+    return h.hexdigest()[:16]
+
+
+def _row(label, seed, eps, config, m, seconds, compile_seconds, data=None) -> dict:
+    row = {"method": label, "seed": int(seed), "epsilon": eps, "data": data,
            "solver": "-" if config is None else config.solver,
            "weights": "-" if config is None else
            (config.weights if config.private else "all-ones"),
@@ -404,11 +430,14 @@ def compare_main(args) -> int:
     def save(rows):
         atomic_write_json(out / CELLS_FILE, {"fingerprint": fp, "rows": jsonable(rows)})
 
-    rows = run_grid(base, points, args.seeds, eval_set=args.eval_set, progress=ex.progress,
-                    execution=ex, done=done, on_cell=save)
+    from dpmt.train.rundir import run_lock
+
     title = (f"{base.dataset}, {args.eval_set} {TASKS[base.task].metric_label}"
              f", δ={base.delta:g}, d={base.dim}, seeds {list(args.seeds)}")
-    table = write_outputs(rows, out, title)
+    with run_lock(out):                     # one process writes a folder at a time
+        rows = run_grid(base, points, args.seeds, eval_set=args.eval_set,
+                        progress=ex.progress, execution=ex, done=done, on_cell=save)
+        table = write_outputs(rows, out, title)
     print(table)
     print(f"\nprivacy unit: {PRIVACY_UNIT}\nwrote {args.out}/summary.md, summary.csv, "
           f"results.csv, head_tail.png")
@@ -431,6 +460,11 @@ def demo_main(args) -> int:
     from dpmt.model import Model
     from dpmt.train.rundir import run
 
+    from dpmt._io import check_output_path
+
+    # before any download or training: a file, or a folder that cannot be written
+    check_output_path(args.out, "--out", folder=True)
+    check_output_path(Path(args.out) / "defaults", "--out", folder=True)
     fetch("ml-100k", data_dir="data", progress=not args.quiet)
     # the defaults are what the quality benchmark chose (QUALITY.md); the grid is the same
     # code as `dpmt compare`, and the last point is TrainConfig() itself at ε = 5
