@@ -272,3 +272,67 @@ def test_b4_demo_refuses_a_bad_out_before_fetching_or_training(tmp_path, monkeyp
         assert "not writable" in capsys.readouterr().err
     finally:
         ro.chmod(0o755)
+
+
+# -- B5/B6: a full disk, a read-only data folder ----------------------------------------------
+def test_b5_a_full_disk_says_what_happened_and_how_to_resume(tmp_path, monkeypatch, capsys):
+    import errno
+
+    from dpmt.train import checkpoint
+
+    def full(self, *a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device", str(self.path))
+
+    monkeypatch.setattr(checkpoint.Checkpoint, "save", full)
+    out = tmp_path / "R"
+    rc = cli(["train", "--dataset", "synthetic:users=60,items=20,interactions=600", "--dim",
+              "2", "--iterations", "1", "--solver", "ssp", "--out", out, "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err
+    assert "no space left on the device" in err and f"dpmt train --resume {out}" in err
+
+
+def test_b6_a_read_only_data_folder_is_named(tmp_path, monkeypatch, capsys):
+    import errno
+    import importlib
+
+    fetch_mod = importlib.import_module("dpmt.data.fetch")
+
+    def read_only(info, zpath, *a, **k):   # mkstemp of the .part file, as on a read-only disk
+        raise OSError(errno.EROFS, "Read-only file system", str(zpath) + ".part")
+
+    monkeypatch.setattr(fetch_mod, "_download", read_only)
+    rc = cli(["fetch", "ml-100k", "--data-dir", tmp_path / "empty", "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err
+    assert "cannot write" in err and "Read-only file system" in err and "--data-dir" in err
+
+
+# -- C9: a JAX platform this machine does not have --------------------------------------------
+@pytest.mark.parametrize("platform", ["cuda", "bogus"])
+def test_c9_a_missing_jax_platform_is_named_with_the_cpu_way_out(platform):
+    import subprocess
+    import sys
+
+    env = dict(os.environ, JAX_PLATFORMS=platform)
+    code = ("import sys; from dpmt.apps.cli import main; sys.exit(main(['train', '--dataset', "
+            "'synthetic:users=60,items=20,interactions=600', '--quiet']))")
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=300)
+    if platform == "cuda" and p.returncode == 0:
+        pytest.skip("this machine has a CUDA backend")
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert f"JAX_PLATFORMS={platform}" in p.stderr and "JAX_PLATFORMS=cpu" in p.stderr
+
+
+# -- C14: Ctrl-C while the command line loads --------------------------------------------------
+def test_c14_ctrl_c_while_the_parser_loads_is_an_interruption(monkeypatch, capsys):
+    from dpmt.apps import cli as cli_mod
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_mod, "build_parser", interrupted)
+    assert cli_mod.main(["train", "--help"]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "Traceback" not in err

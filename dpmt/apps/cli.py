@@ -343,8 +343,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    try:                               # Ctrl-C while the parser and its defaults load
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:
+        print("dpmt: interrupted", file=sys.stderr)
+        return 130
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -363,8 +367,43 @@ def script_main(command: str, prog: str, argv=None) -> int:
     return _dispatch(args)
 
 
+def _check_platform() -> None:
+    """``JAX_PLATFORMS`` naming a backend this machine lacks (cuda without a GPU, a typo)
+    fails inside JAX with a bare AssertionError or RuntimeError: say which, and how to run
+    on the CPU, before any work."""
+    wanted = os.environ.get("JAX_PLATFORMS", "")
+    if wanted in ("", "cpu"):
+        return
+    try:
+        import jax
+
+        jax.devices()
+    except Exception as e:          # noqa: BLE001 — whatever JAX raises for a missing backend
+        detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ConfigError(f"JAX_PLATFORMS={wanted}: that platform is not available on this "
+                          f"machine ({detail}); run on the CPU with JAX_PLATFORMS=cpu, or "
+                          "unset it to let JAX choose") from None
+
+
+def _disk_message(e: OSError, args) -> str:
+    import errno
+
+    where = f" ({e.filename})" if e.filename else ""
+    if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
+        out = getattr(args, "out", None) or getattr(args, "resume", None)
+        again = (f"; free some space, then continue with `dpmt train --resume {out}`"
+                 if args.command == "train" and out else "; free some space and run it again")
+        return (f"no space left on the device{where}: every file dpmt writes is written "
+                f"whole or not at all, so what was saved before is intact{again}")
+    if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return (f"cannot write{where}: {e.strerror}; give a folder you can write "
+                "(--out, --data-dir)")
+    return ""
+
+
 def _dispatch(args) -> int:
     try:
+        _check_platform()
         devices = getattr(args, "devices", 1)
         if isinstance(devices, int) and devices > 1:   # before anything starts JAX's backend
             from dpmt.solvers.sharding import request_devices
@@ -383,6 +422,12 @@ def _dispatch(args) -> int:
     except KeyboardInterrupt:
         print(f"dpmt {args.command}: interrupted", file=sys.stderr)
         return 130
+    except OSError as e:
+        said = _disk_message(e, args)
+        if not said:
+            raise
+        print(f"dpmt {args.command}: error: {said}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover
