@@ -450,9 +450,10 @@ class ExecutionConfig:
       is ~6× faster for the solvers' batches of small systems on CPU).
     """
 
-    devices: int = _f(1, "shard the user and item steps over this many devices; the same "
-                      "seed gives the same model on any number (on CPU: that many host "
-                      "devices, one core each)", "execution")
+    devices: int = _f(1, "shard the user and item steps over this many devices; any number "
+                      "makes the same releases with the same noise and ε, and V equal up to "
+                      "float32 round-off (on CPU: that many host devices, one core each)",
+                      "execution")
     data_dir: str = _f("data", "where datasets are downloaded and read", "execution")
     progress: bool = _f(True, "no progress bars", "execution", flag="--quiet")
     lapack_threads: int | None = _f(None, "threads of the OpenBLAS behind the CPU LAPACK "

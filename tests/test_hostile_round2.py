@@ -336,3 +336,63 @@ def test_c14_ctrl_c_while_the_parser_loads_is_an_interruption(monkeypatch, capsy
     assert cli_mod.main(["train", "--help"]) == 130
     err = capsys.readouterr().err
     assert "interrupted" in err and "Traceback" not in err
+
+
+# -- D15: a model says which data it was trained on ---------------------------------------------
+def test_d15_a_model_trained_from_python_does_not_call_itself_ml_100k(data, tmp_path, capsys):
+    m = dpmt.fit(data, TrainConfig(dim=3, iterations=1, solver="ssp"), execution=QUIET)
+    assert m.config.dataset == data.name != "ml-100k"
+    assert m.report().startswith(f"{data.name}:")
+    path = m.save(tmp_path / "m")
+    assert dpmt.Model.load(path).config.dataset == data.name
+    assert cli(["recommend", "--model", path, "--items", "3,17"]) == 0
+    out = capsys.readouterr().out
+    assert "Toy Story" not in out and "(1995)" not in out          # no ML-100K titles
+
+
+def test_d15_a_run_keeps_the_dataset_it_was_given():
+    from dpmt.train.loop import data_label
+
+    assert data_label("ml-100k", "ml-100k-train") == "ml-100k"
+    assert data_label("data/r.csv", "r-train") == "data/r.csv"
+    assert data_label("synthetic:users=5", "synthetic:users=5-train") == "synthetic:users=5"
+    assert data_label("ml-100k", "shifted-train") == "shifted"
+
+
+# -- D20, D21: one-candidate tune, files without ratings, CR-only, several .inter -------------
+def test_d20_a_one_candidate_tune_says_what_it_spent(tmp_path, capsys):
+    rc = cli(["tune", "--dataset", "synthetic:users=300,items=60,interactions=6000", "--dim",
+              "4", "--iterations", "1", "--split", "heldout-users", "--heldout-users", "30",
+              "--solver", "ssp", "--grid", "reg=3", "--quiet", "--out", tmp_path / "t"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "one candidate, so there was nothing to select" in out and "dpmt train" in out
+
+
+def test_d21_a_file_without_ratings_is_implicit_feedback(tmp_path, capsys):
+    f = tmp_path / "events.csv"
+    rng = np.random.default_rng(0)
+    f.write_text("userId,movieId\n" + "".join(
+        f"{u},{i}\n" for u in range(60) for i in range(12) if rng.random() < 0.6))
+    items = tmp_path / "items.txt"
+    items.write_text("".join(f"{i}\n" for i in range(12)))
+    from dpmt.data import load
+
+    assert load(str(f), progress=False).implicit
+    assert cli(["train", "--dataset", f, "--items", items, "--dim", "2", "--iterations", "1",
+                "--solver", "ssp", "--quiet", "--out", tmp_path / "R"]) == 0
+
+
+def test_d21_cr_only_line_endings_and_several_inter_files_are_named(tmp_path, capsys):
+    from dpmt.data import load
+
+    f = tmp_path / "cr.csv"
+    f.write_bytes(b"userId,movieId,rating\r1,2,5\r1,3,4\r")
+    with pytest.raises(DataError, match="lone carriage return"):
+        load(str(f), progress=False)
+    d = tmp_path / "inter"
+    d.mkdir()
+    for n in ("a", "b"):
+        (d / f"{n}.inter").write_text("user_id:token\titem_id:token\n1\t2\n")
+    assert cli(["info", d]) == 2
+    assert "2 RecBole .inter files" in capsys.readouterr().err

@@ -420,6 +420,17 @@ def tune(spec: Spec, out, *, execution=None, resume: bool = False,
     return TuneResult(model, doc, reps, priv)
 
 
+def one_candidate_note(spec: Spec, model) -> str | None:
+    """What a private tuning of one candidate spends: its repetitions still run at the
+    calibrated per-run ε, below the target, with nothing to choose between."""
+    if not spec.charged or len(spec.candidates) != 1:
+        return None
+    return (f"note: the grid has one candidate, so there was nothing to select; the private "
+            f"selection still ran its repetitions at a per-run ε = {model.config.epsilon:.3g} "
+            f"(of the {spec.base.epsilon:g} the whole tuning spends). To spend all of ε on "
+            "one configuration, train it with `dpmt train`")
+
+
 def _selected_ledger(model, spec: Spec, cal) -> PrivacyLedger:
     """The saved ledger: the selected run's releases (+ the score: one repetition), with the
     selection; its budget is the target of the whole tuning."""
@@ -502,6 +513,9 @@ def main(args) -> int:
     res = tune(spec, args.out, execution=ex, resume=args.resume, overwrite=args.overwrite)
     report = (res.private or {}).get("report") or res.doc["report"]
     print("\n".join(report))
+    note = one_candidate_note(spec, res.model)
+    if note:
+        print(note)
     print(f"privacy unit: {PRIVACY_UNIT}")
     print(f"saved the selected model in {args.out}/model (shareable; {args.out}/tune.json: "
           f"the grid and the selection, public; {args.out}/trainer/: private, never share "

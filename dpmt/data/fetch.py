@@ -466,6 +466,10 @@ def _generic_ratings(p: Path) -> Path:
         if (p / cand).is_file():
             return p / cand
     inter = sorted(p.glob("*.inter"))
+    if len(inter) > 1:
+        raise DataError(f"folder {p} holds {len(inter)} RecBole .inter files "
+                        f"({', '.join(f.name for f in inter[:4])}): give the one to read "
+                        f"(e.g. {inter[0]})")
     if inter:
         return inter[0]
     raise DataError(f"no ratings file in folder {p}: expected u.data, ratings.dat, "

@@ -253,7 +253,8 @@ def _assemble(cols: dict, lines: np.ndarray | None, lay: Layout, path: Path,
         user, item, value = user[keep], item[keep], value[keep]
         ts = None if ts is None else ts[keep]
     return Ratings(user=user, item=item, value=value, user_ids=user_ids, item_ids=item_ids,
-                   timestamp=ts, name=name, items_public=catalogue is not None)
+                   timestamp=ts, name=name, items_public=catalogue is not None,
+                   implicit="rating" not in cols)     # no rating column: events, all positive
 
 
 def _resolve_duplicates(user, item, ts, n_items, on_duplicate, path, lines, lay,
@@ -500,6 +501,10 @@ def load_file(path: str | Path, fmt: str | None = None, *, rating_range="auto",
         raise DataError(f"{p}: file is empty; expected {canon} ratings")
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n")
+        if b"\r" in data and b"\n" not in data:
+            raise DataError(f"{p}: its lines end with a lone carriage return (CR, the classic "
+                            "Mac OS convention); convert it to LF or CRLF line endings, e.g. "
+                            "with `tr '\\r' '\\n'`")
     lay = layout(canon, data, p, rating_range, columns)
     body = data
     for _ in range(lay.header_lines):

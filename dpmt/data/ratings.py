@@ -301,6 +301,9 @@ class Ratings:
         have been, read off the ratings; training must then select items privately. Every
         derived container keeps it (select, with_values, ``dataclasses.replace``) except
         :meth:`compact`, which drops unrated items and so sets it False.
+      implicit: True when the source holds no ratings, only (user, item) events (a file
+        without a rating column, synthetic data): every entry is a positive, and training
+        does not binarise at a rating threshold. Kept by every derived container.
 
     ``n_users``/``n_items`` are the lengths of the id maps, so a split keeps the full index
     space even where some users or items have no entries in it.
@@ -321,12 +324,16 @@ class Ratings:
     timestamp: np.ndarray | None = None
     name: str = "ratings"
     items_public: bool = False
+    implicit: bool = False
 
     def __post_init__(self):
         if not isinstance(self.items_public, (bool, np.bool_)):
             raise DataError(f"items_public must be True or False (got "
                             f"{self.items_public!r})")
         object.__setattr__(self, "items_public", bool(self.items_public))
+        if not isinstance(self.implicit, (bool, np.bool_)):
+            raise DataError(f"implicit must be True or False (got {self.implicit!r})")
+        object.__setattr__(self, "implicit", bool(self.implicit))
         user_ids = _vector(self.user_ids, "user_ids")
         item_ids = _vector(self.item_ids, "item_ids")
         value = _vector(self.value, "value")
@@ -417,7 +424,8 @@ class Ratings:
             item, item_ids, public = i_map[self.item], self.item_ids[i_keep], False
         return Ratings(user=u_map[self.user], item=item, value=self.value,
                        user_ids=self.user_ids[u_keep], item_ids=item_ids,
-                       timestamp=self.timestamp, name=name or self.name, items_public=public)
+                       timestamp=self.timestamp, name=name or self.name, items_public=public,
+                       implicit=self.implicit)
 
     @classmethod
     def from_raw(cls, raw_user: np.ndarray, raw_item: np.ndarray, value: np.ndarray,

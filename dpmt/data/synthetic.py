@@ -392,7 +392,8 @@ def make_synthetic(n_users: int = 10_000, n_items: int = 2_000, n_interactions: 
     r = Ratings(user=user, item=item, value=np.ones(len(user), np.float32),
                 user_ids=np.arange(n_users, dtype=np.int64),
                 item_ids=np.arange(n_items, dtype=np.int64), name=name,
-                items_public=True)              # the universe 0..n_items-1, rated or not
+                items_public=True,              # the universe 0..n_items-1, rated or not
+                implicit=True)
     if return_truth:
         return r, SyntheticTruth(theta.astype(np.float32), phi_tilde.astype(np.float32), p, k,
                                  float(noise))

@@ -147,6 +147,9 @@ def finish(run: TrainingRun) -> Model:
     from dpmt.train.defaults import explain
 
     cfg, model_cfg, counts = run.cfg, run.model_cfg, run.noisy_counts
+    label = data_label(cfg.dataset, run.train.name)
+    if label != cfg.dataset:       # trained from Python on other data than the config names
+        model_cfg = model_cfg.replace(dataset=label)
     if counts is None and not cfg.private and model_cfg.uses_popularity_prior:
         counts = run.train.item_counts()        # non-private (ε = ∞): the exact counts
     model = Model(item_embeddings=np.asarray(run.state.V), item_ids=run.train.item_ids,
@@ -163,6 +166,23 @@ def finish(run: TrainingRun) -> Model:
         model.metrics = score(model, run.train, run.eval_set)
     model.seconds = time.time() - run.t_start
     return model
+
+
+def data_label(dataset: str, name: str) -> str:
+    """What a model says it was trained on: the config's ``dataset`` when the training
+    ratings came from it (their name starts with it, or with its file's stem), else the
+    ratings' own name (without a split suffix): a model trained from Python on synthetic data
+    must not call itself ``ml-100k``, the config's default."""
+    from pathlib import PurePath
+
+    name = str(name)
+    if name.startswith(dataset) or name.startswith(PurePath(dataset).stem + "-") \
+            or name == PurePath(dataset).stem:
+        return dataset
+    for suffix in ("-train", "-validation", "-test"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    return name or "ratings"
 
 
 class Callback(Protocol):

@@ -55,8 +55,9 @@ def prepare_data(cfg: TrainConfig, execution: ExecutionConfig | None = None):
     split seed; each user's part is decided by that user alone: neighbour-stable).
 
     Implicit or explicit is decided by the source, never by the values: ``synthetic:...``
-    data is implicit (every entry a positive); everything else holds ratings, and ratings
-    above ``positive_threshold`` are the positives.
+    data and files without a rating column are implicit (every entry a positive,
+    ``Ratings.implicit``); everything else holds ratings, and ratings above
+    ``positive_threshold`` are the positives.
     """
     from dpmt.data import binarize, load
     from dpmt.data.loaders import parse_columns, parse_rating_range
@@ -78,8 +79,9 @@ def prepare_data(cfg: TrainConfig, execution: ExecutionConfig | None = None):
             raise DataError("synthetic datasets are implicit feedback (every value 1): the "
                             "rating task needs real ratings (e.g. ml-100k)")
         return SPLITTERS[cfg.split](cfg, r)
-    implicit = cfg.dataset.startswith("synthetic")
+    # synthetic data and files without a rating column are events: every entry a positive;
     # binarize refuses (with the threshold named) a file with no rating above it
+    implicit = r.implicit or cfg.dataset.startswith("synthetic")
     pos = r if implicit else binarize(r, cfg.positive_threshold)
     split = SPLITTERS[cfg.split](cfg, pos)
     if split.train.n_users < 2 or split.train.n_items < 2:
