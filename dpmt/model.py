@@ -43,6 +43,7 @@ from dpmt._io import atomic_save_npz, atomic_write_json, atomic_write_text, json
 from dpmt.config import BASE_REG, TrainConfig
 from dpmt.errors import ConfigError, DataError
 from dpmt.privacy.ledger import ML100K_TUNING_NOTE, PRIVACY_UNIT, PrivacyLedger
+from dpmt.ranking import out_of_range_message, top_k
 from dpmt.model_files import (ARRAYS_FILE, LEDGER_FILE, MODEL_FILE, MODEL_FORMAT,
                               MODEL_VERSION, SHARED_DIR, TRAINER_DIR, check_meta_types,
                               files_fingerprint, read_json, require_regular)
@@ -154,10 +155,10 @@ class Model:
                 if not np.all(np.isfinite(ids)) or not np.all(ids == np.round(ids)):
                     raise DataError(f"item ids must be integers (got {ids[:5].tolist()})")
                 if np.any(np.abs(ids) >= 2.0 ** 63):
-                    raise DataError(_out_of_range(ids[np.abs(ids) >= 2.0 ** 63][:3]))
+                    raise DataError(out_of_range_message(ids[np.abs(ids) >= 2.0 ** 63][:3]))
                 return ids.astype(np.int64)
             if ids.dtype.kind == "u" and ids.dtype.itemsize == 8 and np.any(ids >= 2 ** 63):
-                raise DataError(_out_of_range(ids[ids >= 2 ** 63][:3]))
+                raise DataError(out_of_range_message(ids[ids >= 2 ** 63][:3]))
             if ids.dtype.kind in "iu":
                 return ids.astype(np.int64)
             out = []
@@ -170,7 +171,7 @@ class Model:
                     raise DataError(f"item ids of this model are integers (got "
                                     f"{ids[:5].tolist()})") from None
                 if not -2 ** 63 <= v < 2 ** 63:
-                    raise DataError(_out_of_range([v]))
+                    raise DataError(out_of_range_message([v]))
                 out.append(v)
             return np.array(out, np.int64)
         return ids.astype(str)
@@ -283,7 +284,7 @@ class Model:
                 scores[lens == 0] = self._empty_history_scores()
             if exclude_history and lens.sum():      # one scatter for the whole batch
                 scores[np.repeat(np.arange(len(r)), lens), np.concatenate(r)] = -np.inf
-            top = _top_k(scores, k)
+            top = top_k(scores, k)
             out_ids[s:s + len(r)] = self.item_ids[top]
             out_scores[s:s + len(r)] = np.take_along_axis(scores, top, axis=1)
         return out_ids, out_scores
@@ -306,7 +307,7 @@ class Model:
         norms = np.linalg.norm(V, axis=1)
         sims = (V @ V[row]) / np.maximum(norms * norms[row], 1e-30)
         sims[row] = np.inf            # itself first, whatever the round-off
-        top = _top_k(sims[None, :], int(min(k, self.n_items)))[0]
+        top = top_k(sims[None, :], int(min(k, self.n_items)))[0]
         out = sims[top].astype(np.float32)
         out[0] = 1.0 if norms[row] > 0 else 0.0
         return self.item_ids[top], out
@@ -575,28 +576,3 @@ class Model:
                 except (json.JSONDecodeError, UnicodeDecodeError):
                     model.metrics = None
         return model
-
-
-def _out_of_range(ids) -> str:
-    return (f"item id(s) {', '.join(str(int(x)) for x in ids)} are outside the 64-bit integer "
-            "range of this model's item ids: no such item")
-
-
-def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
-    """Indices (n, k) of the k largest scores per row, best first (ties: lower index)."""
-    n, m = scores.shape
-    k = min(k, m)
-    if k == m:
-        part = np.tile(np.arange(m), (n, 1))
-    else:
-        part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-        # argpartition breaks a tie at the k-th value arbitrarily; redo the rows where an
-        # item left out ties with one kept (the released counts are integers: ties are common)
-        thr = np.take_along_axis(scores, part, axis=1).min(axis=1, keepdims=True)
-        tied = (scores == thr).sum(axis=1) > (np.take_along_axis(scores, part, axis=1)
-                                              == thr).sum(axis=1)
-        for r in np.flatnonzero(tied):
-            part[r] = np.argsort(-scores[r], kind="stable")[:k]
-    sub = np.take_along_axis(scores, part, axis=1)
-    order = np.lexsort((part, -sub), axis=1) if n else np.zeros((0, k), np.int64)
-    return np.take_along_axis(part, order, axis=1)

@@ -350,13 +350,13 @@ def test_d15_a_model_trained_from_python_does_not_call_itself_ml_100k(data, tmp_
     assert "Toy Story" not in out and "(1995)" not in out          # no ML-100K titles
 
 
-def test_d15_a_run_keeps_the_dataset_it_was_given():
+def test_d15_a_run_keeps_the_dataset_it_was_given(data):
     from dpmt.train.loop import data_label
 
-    assert data_label("ml-100k", "ml-100k-train") == "ml-100k"
-    assert data_label("data/r.csv", "r-train") == "data/r.csv"
-    assert data_label("synthetic:users=5", "synthetic:users=5-train") == "synthetic:users=5"
-    assert data_label("ml-100k", "shifted-train") == "shifted"
+    assert data_label("shifted-train") == "shifted" and data_label("x") == "x"
+    named = dpmt.fit(data, TrainConfig(dataset="my-data", dim=3, iterations=1, solver="ssp"),
+                     execution=QUIET)
+    assert named.config.dataset == "my-data"          # what the caller said is kept
 
 
 # -- D20, D21: one-candidate tune, files without ratings, CR-only, several .inter -------------

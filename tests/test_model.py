@@ -187,7 +187,7 @@ def test_empty_history_without_released_counts_is_refused(split):
 
 
 def test_top_k_breaks_ties_by_the_lower_index_at_the_boundary():
-    from dpmt.model import _top_k
+    from dpmt.ranking import top_k as _top_k
 
     rng = np.random.default_rng(0)
     scores = rng.integers(0, 4, size=(50, 40)).astype(np.float64)   # many ties

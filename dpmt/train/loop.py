@@ -147,9 +147,9 @@ def finish(run: TrainingRun) -> Model:
     from dpmt.train.defaults import explain
 
     cfg, model_cfg, counts = run.cfg, run.model_cfg, run.noisy_counts
-    label = data_label(cfg.dataset, run.train.name)
-    if label != cfg.dataset:       # trained from Python on other data than the config names
-        model_cfg = model_cfg.replace(dataset=label)
+    if cfg.dataset == DEFAULT_DATASET and not str(run.train.name).startswith(cfg.dataset):
+        # trained from Python on other data, the config's dataset left at its default
+        model_cfg = model_cfg.replace(dataset=data_label(run.train.name))
     if counts is None and not cfg.private and model_cfg.uses_popularity_prior:
         counts = run.train.item_counts()        # non-private (ε = ∞): the exact counts
     model = Model(item_embeddings=np.asarray(run.state.V), item_ids=run.train.item_ids,
@@ -168,17 +168,15 @@ def finish(run: TrainingRun) -> Model:
     return model
 
 
-def data_label(dataset: str, name: str) -> str:
-    """What a model says it was trained on: the config's ``dataset`` when the training
-    ratings came from it (their name starts with it, or with its file's stem), else the
-    ratings' own name (without a split suffix): a model trained from Python on synthetic data
-    must not call itself ``ml-100k``, the config's default."""
-    from pathlib import PurePath
+#: TrainConfig's default dataset: a config that names it may not have been trained on it
+DEFAULT_DATASET = TrainConfig().dataset
 
+
+def data_label(name: str) -> str:
+    """The name a model trained from Python gives its data when the config's dataset was
+    left at its default: the ratings' own name, without a split suffix (a model trained on
+    synthetic data must not call itself ``ml-100k``, nor show ML-100K titles)."""
     name = str(name)
-    if name.startswith(dataset) or name.startswith(PurePath(dataset).stem + "-") \
-            or name == PurePath(dataset).stem:
-        return dataset
     for suffix in ("-train", "-validation", "-test"):
         if name.endswith(suffix):
             name = name[: -len(suffix)]

@@ -121,7 +121,11 @@ SPLITTERS = {"per-user": _per_user, "heldout-users": _heldout_users, "random": _
 
 @contextlib.contextmanager
 def run_lock(out: Path):
-    """Hold ``out/.lock`` (this pid) for the block; refuse if a live process holds it."""
+    """Hold ``out/.lock`` (this pid) for the block; refuse if a live process holds it. The
+    folders it had to create are removed again if the block leaves them empty (a run that
+    failed before writing anything leaves nothing behind)."""
+    out = Path(out)
+    created = [p for p in (out, *out.parents) if not p.exists()]
     out.mkdir(parents=True, exist_ok=True)
     lock = out / LOCK_FILE
     for _ in range(2):
@@ -146,6 +150,11 @@ def run_lock(out: Path):
         yield
     finally:
         lock.unlink(missing_ok=True)
+        for p in created:                       # innermost first
+            try:
+                p.rmdir()                       # only if empty
+            except OSError:
+                break
 
 
 def _alive(pid: int) -> bool:

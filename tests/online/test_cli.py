@@ -77,16 +77,16 @@ def test_stream_bare_namespace(capsys):
 
 
 @pytest.mark.parametrize("argv, msg", [
-    (["--epsilon", "0"], "--epsilon must be > 0 (got 0.0)"),
-    (["--epsilon", "-1"], "--epsilon must be > 0 (got -1.0)"),
-    (["--epsilon", "inf"], "--epsilon must be finite"),
+    (["--epsilon", "0"], "--epsilon must be in (0, 100] (got 0.0)"),
+    (["--epsilon", "-1"], "--epsilon must be in (0, 100] (got -1.0)"),
+    (["--epsilon", "inf"], "--epsilon must be in (0, 100] (got inf)"),
     (["--epsilon", "nan"], "--epsilon must be a number"),
     (["--delta", "1"], "--delta must be in (0, 1) (got 1.0)"),
     (["--delta", "0"], "--delta must be in (0, 1) (got 0.0)"),
     (["--buckets", "1"], "--buckets must be in [2, 4096] (got 1)"),
     (["--seed", "-3"], "--seed must be in [0, "),
     (["--limit", "0"], "--limit must be >= 1 (got 0)"),
-    (["--hist-epsilon", "0"], "--hist-epsilon must be > 0"),
+    (["--hist-epsilon", "0"], "--hist-epsilon must be in (0, 100]"),
     (["--hist-delta", "2"], "--hist-delta must be in (0, 1)"),
     (["--cap-k", "0"], "--cap-k must be >= 1"),
     (["--min-coverage", "-0.1"], "--min-coverage must be in [0, 1]"),

@@ -1,0 +1,32 @@
+"""Ranking helpers of :class:`dpmt.model.Model`: the top k of a score matrix with a
+deterministic tie rule, and what out-of-range item ids are told."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def out_of_range_message(ids) -> str:
+    """What a request for item ids outside int64 is told."""
+    return (f"item id(s) {', '.join(str(int(x)) for x in ids)} are outside the 64-bit integer "
+            "range of this model's item ids: no such item")
+
+
+def top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices (n, k) of the k largest scores per row, best first (ties: lower index)."""
+    n, m = scores.shape
+    k = min(k, m)
+    if k == m:
+        part = np.tile(np.arange(m), (n, 1))
+    else:
+        part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+        # argpartition breaks a tie at the k-th value arbitrarily; redo the rows where an
+        # item left out ties with one kept (the released counts are integers: ties are common)
+        thr = np.take_along_axis(scores, part, axis=1).min(axis=1, keepdims=True)
+        tied = (scores == thr).sum(axis=1) > (np.take_along_axis(scores, part, axis=1)
+                                              == thr).sum(axis=1)
+        for r in np.flatnonzero(tied):
+            part[r] = np.argsort(-scores[r], kind="stable")[:k]
+    sub = np.take_along_axis(scores, part, axis=1)
+    order = np.lexsort((part, -sub), axis=1) if n else np.zeros((0, k), np.int64)
+    return np.take_along_axis(part, order, axis=1)
