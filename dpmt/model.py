@@ -43,7 +43,8 @@ from dpmt._io import atomic_save_npz, atomic_write_json, atomic_write_text, json
 from dpmt.config import BASE_REG, TrainConfig
 from dpmt.errors import ConfigError, DataError
 from dpmt.privacy.ledger import ML100K_TUNING_NOTE, PRIVACY_UNIT, PrivacyLedger
-from dpmt.ranking import out_of_range_message, top_k
+from dpmt.item_ids import coerce_item_ids
+from dpmt.ranking import top_k
 from dpmt.model_files import (ARRAYS_FILE, LEDGER_FILE, MODEL_FILE, MODEL_FORMAT,
                               MODEL_VERSION, SHARED_DIR, TRAINER_DIR, check_meta_types,
                               files_fingerprint, read_json, require_regular)
@@ -147,34 +148,7 @@ class Model:
         return self._sorted_rows[pos].astype(np.int64)
 
     def _coerce_ids(self, ids: np.ndarray) -> np.ndarray:
-        kind = self.item_ids.dtype.kind
-        if kind in "iu":
-            if ids.dtype.kind == "b":
-                raise DataError("item ids are integers, not True/False")
-            if ids.dtype.kind == "f":
-                if not np.all(np.isfinite(ids)) or not np.all(ids == np.round(ids)):
-                    raise DataError(f"item ids must be integers (got {ids[:5].tolist()})")
-                if np.any(np.abs(ids) >= 2.0 ** 63):
-                    raise DataError(out_of_range_message(ids[np.abs(ids) >= 2.0 ** 63][:3]))
-                return ids.astype(np.int64)
-            if ids.dtype.kind == "u" and ids.dtype.itemsize == 8 and np.any(ids >= 2 ** 63):
-                raise DataError(out_of_range_message(ids[ids >= 2 ** 63][:3]))
-            if ids.dtype.kind in "iu":
-                return ids.astype(np.int64)
-            out = []
-            for x in ids.tolist():
-                if isinstance(x, bool):
-                    raise DataError("item ids are integers, not True/False")
-                try:
-                    v = int(x)
-                except (TypeError, ValueError, OverflowError):
-                    raise DataError(f"item ids of this model are integers (got "
-                                    f"{ids[:5].tolist()})") from None
-                if not -2 ** 63 <= v < 2 ** 63:
-                    raise DataError(out_of_range_message([v]))
-                out.append(v)
-            return np.array(out, np.int64)
-        return ids.astype(str)
+        return coerce_item_ids(ids, self.item_ids.dtype.kind)
 
     # -- fold-in and scores ---------------------------------------------------------------
     def fold_in(self, history, values=None) -> np.ndarray:
@@ -250,12 +224,36 @@ class Model:
         rows = None if items is None else self.item_index(items)
         return self._scores(u[None, :], rows, prior=self.item_prior())[0]
 
-    def recommend(self, history, k: int = 10, *, values=None, exclude_history: bool = True
+    @property
+    def item_factors(self) -> np.ndarray:
+        """implicit's name for :attr:`item_embeddings` (m, d)."""
+        return self.item_embeddings
+
+    @property
+    def user_factors(self) -> None:
+        """None: user embeddings are solved on the user's side from their own history and
+        never released (joint DP); ``recommend`` folds each user in."""
+        return None
+
+    def recommend(self, history, user_items=None, N: int | None = None, *, k: int = 10,
+                  values=None, exclude_history: bool = True, **implicit_kw
                   ) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` (raw item ids, scores) for one user with ``history`` (raw ids).
 
         An empty history has no signal for the fold-in: the model then ranks by the released
-        item counts (private popularity), or refuses if it has none."""
+        item counts (private popularity), or refuses if it has none. With ``user_items`` (a
+        scipy.sparse row or matrix), implicit's call instead: ``recommend(userid,
+        user_items[userid], N=10, filter_already_liked_items=True, filter_items=None,
+        items=None)`` (:func:`dpmt.implicit_api.recommend`)."""
+        if user_items is not None and not isinstance(user_items, (int, np.integer)):
+            from dpmt import implicit_api
+
+            return implicit_api.recommend(self, history, user_items, 10 if N is None else N,
+                                          **implicit_kw)
+        if implicit_kw:
+            raise ConfigError(f"{', '.join(implicit_kw)}: implicit's options need user_items "
+                              "(the users' CSR rows)")
+        k = user_items if user_items is not None else (k if N is None else N)
         ids, scores = self.recommend_batch([history], k, values=None if values is None
                                            else [values], exclude_history=exclude_history)
         keep = np.isfinite(scores[0])
@@ -296,10 +294,18 @@ class Model:
                             "popularity; pass at least one item the user liked")
         return np.asarray(self.item_counts, np.float32)
 
-    def similar_items(self, item_id, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
+    def similar_items(self, item_id, k: int = 10, *, N: int | None = None, filter_items=None,
+                      items=None) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` items most similar to ``item_id`` by cosine similarity of their
         released embeddings: (raw ids, similarities), the item itself first (similarity 1).
-        Post-processing of V only: no privacy cost."""
+        Post-processing of V only: no privacy cost. implicit's ``N``, ``filter_items``,
+        ``items`` and an array of ids are accepted too (:func:`dpmt.implicit_api.similar_items`)."""
+        if N is not None or filter_items is not None or items is not None \
+                or np.ndim(item_id) > 0:
+            from dpmt import implicit_api
+
+            return implicit_api.similar_items(self, item_id, k if N is None else N,
+                                              filter_items=filter_items, items=items)
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ConfigError(f"k must be an integer >= 1 (got {k!r})")
         row = int(self.item_index([item_id])[0])

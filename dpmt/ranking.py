@@ -1,15 +1,9 @@
-"""Ranking helpers of :class:`dpmt.model.Model`: the top k of a score matrix with a
-deterministic tie rule, and what out-of-range item ids are told."""
+"""The top k of a score matrix with a deterministic tie rule (lower index first), for
+:class:`dpmt.model.Model` and :mod:`dpmt.implicit_api`."""
 
 from __future__ import annotations
 
 import numpy as np
-
-
-def out_of_range_message(ids) -> str:
-    """What a request for item ids outside int64 is told."""
-    return (f"item id(s) {', '.join(str(int(x)) for x in ids)} are outside the 64-bit integer "
-            "range of this model's item ids: no such item")
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:

@@ -24,6 +24,7 @@ from dpmt.data.loaders import (
     parse_rating_range,
     read_item_catalogue,
 )
+from dpmt.data.adapters import as_ratings
 from dpmt.data.ratings import CSR, Ratings
 from dpmt.data.splits import (
     EvalSet,
@@ -44,7 +45,7 @@ from dpmt.data.synthetic import (
 )
 
 __all__ = [
-    "CSR", "Ratings",
+    "CSR", "Ratings", "as_ratings",
     # loaders
     "load_file", "load_tsv", "load_dat", "load_csv", "load_inter", "detect_format",
     "from_tfds", "load_item_genres", "ML100K_GENRES", "parse_columns", "parse_rating_range",

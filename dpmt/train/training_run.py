@@ -96,6 +96,9 @@ def setup(train, config: TrainConfig | None = None, *, validation=None, test=Non
     """The run of :func:`dpmt.train.loop.fit` up to its first iteration (its arguments are
     documented there). Everything that can fail on the data or the budget fails here, and
     the once-only releases are made and charged here."""
+    from dpmt.data.adapters import as_ratings
+
+    train = as_ratings(train)           # a scipy.sparse matrix, a DataFrame, an Arrow Table
     cfg, ex, eval_set = check_inputs(train, config, execution, validation, test)
     if resume and run_dir is None:
         raise ConfigError("resume=True needs the run_dir whose checkpoint to continue")
