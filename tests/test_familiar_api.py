@@ -102,3 +102,61 @@ def test_an_arrow_table_and_column_names(tmp_path):
     assert (r.n_users, r.n_items, r.nnz) == (3, 3, 4) and r.value.max() == 5.0
     with pytest.raises(DataError, match="no such column"):
         dpmt.data.as_ratings(t, columns={"user": "nope"})
+
+
+# -- the shell, for many users and for what a model released --------------------------------------
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    from _cli import cli
+
+    out = tmp_path_factory.mktemp("tools") / "R"
+    assert cli(["train", "--dataset", "synthetic:users=300,items=50,interactions=6000,seed=2",
+                "--split", "heldout-users", "--heldout-users", "40", "--dim", "3",
+                "--iterations", "2", "--solver", "ssp", "--quiet", "--out", out]) == 0
+    return out
+
+
+def test_recommend_for_every_user_of_a_file(run_dir, tmp_path, capsys):
+    from _cli import cli
+
+    h = tmp_path / "h.csv"
+    h.write_text("user,item\na,1\na,2\nb,3\nb,999\n")            # 999: not in the model
+    for out in (tmp_path / "r.csv", tmp_path / "r.parquet"):
+        assert cli(["recommend", "--model", run_dir, "--histories", h, "--out", out,
+                    "-k", "4"]) == 0
+        said = capsys.readouterr().out
+        assert "for 2 users" in said and "1 ratings of items the model does not have" in said
+    lines = (tmp_path / "r.csv").read_text().splitlines()
+    assert lines[0] == "user,rank,item,score" and len(lines) == 1 + 2 * 4
+    assert {ln.split(",")[0] for ln in lines[1:]} == {"a", "b"}
+    pq = pytest.importorskip("pyarrow.parquet")
+    assert pq.read_table(tmp_path / "r.parquet").num_rows == 8
+    assert cli(["recommend", "--model", run_dir, "--histories", h]) == 2
+    assert "needs --out" in capsys.readouterr().err
+
+
+def test_evaluate_export_and_privacy_of_a_saved_model(run_dir, tmp_path, capsys):
+    import json
+
+    from _cli import cli
+
+    ds = "synthetic:users=300,items=50,interactions=6000,seed=2"
+    assert cli(["evaluate", "--model", run_dir, "--dataset", ds, "--json",
+                tmp_path / "m.json"]) == 0
+    m = json.loads((tmp_path / "m.json").read_text())
+    saved = json.loads((run_dir / "trainer" / "metrics.json").read_text())
+    assert m["overall"]["recall@20"] == pytest.approx(saved["overall"]["recall@20"])
+    assert "B1 (tail)" in capsys.readouterr().out
+    for name in ("f.csv", "f.npz", "f.parquet"):
+        assert cli(["export", "--model", run_dir, "--out", tmp_path / name]) == 0
+    z = np.load(tmp_path / "f.npz")
+    model = dpmt.Model.load(run_dir)
+    np.testing.assert_array_equal(z["item_factors"], model.item_factors)
+    header = (tmp_path / "f.csv").read_text().splitlines()[0]
+    assert header == "item,f0,f1,f2"
+    capsys.readouterr()
+    assert cli(["privacy", "--model", run_dir, "--plot", tmp_path / "e.png"]) == 0
+    said = capsys.readouterr().out
+    assert "privacy unit: one user" in said and "iter1/ssp_b" in said and "ε alone" in said
+    assert (tmp_path / "e.png").stat().st_size > 1000
+    assert cli(["export", "--model", run_dir, "--out", tmp_path / "f.txt"]) == 2

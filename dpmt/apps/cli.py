@@ -137,6 +137,11 @@ def cmd_recommend(args) -> int:
     from dpmt.model import Model
 
     model = Model.load(args.model)
+    if args.histories is not None:
+        return _recommend_many(model, args)
+    if args.items is None:
+        raise ConfigError("give --items ID,ID,... (one user), or --histories FILE --out FILE "
+                          "(every user of a ratings file)")
     items = _parse_ids(args.items, model)
     values = None
     if args.ratings is not None:
@@ -163,6 +168,64 @@ def cmd_recommend(args) -> int:
         from dpmt.privacy.randomness import SEEDED_WARNING
 
         print(f"WARNING: {SEEDED_WARNING}")
+    return 0
+
+
+def _recommend_many(model, args) -> int:
+    import time
+
+    from dpmt._io import check_output_path
+    from dpmt.apps import model_tools as mt
+
+    if args.out is None:
+        raise ConfigError("--histories needs --out FILE (.csv or .parquet) for the results")
+    check_output_path(args.out, "--out", folder=False)
+    t0 = time.perf_counter()
+    histories, dropped = mt.read_histories(args.histories, model)
+    table = mt.recommend_many(model, histories, args.k)
+    mt.write_table(table, args.out)
+    print(f"top {args.k} for {len(histories)} users of {args.histories} -> {args.out} "
+          f"({len(table['user'])} rows, {time.perf_counter() - t0:.2f} s"
+          + (f"; {dropped} ratings of items the model does not have were left out"
+             if dropped else "") + ")")
+    return 0
+
+
+def cmd_evaluate(args) -> int:
+    from dpmt.apps import model_tools as mt
+    from dpmt.model import Model
+
+    model = Model.load(args.model)
+    m = mt.evaluate_saved(model, args.dataset, args.data_dir, args.eval_set)
+    model.metrics = m
+    lines = model.report().splitlines()
+    print("\n".join(lines[1:]) if len(lines) > 1 else lines[0])
+    if args.json:
+        from dpmt._io import atomic_write_json, jsonable
+
+        atomic_write_json(args.json, jsonable(m))
+    return 0
+
+
+def cmd_export(args) -> int:
+    from dpmt.apps import model_tools as mt
+    from dpmt.model import Model
+
+    model = Model.load(args.model)
+    n = mt.export(model, args.out)
+    print(f"wrote {n} items × {model.dim} factors to {args.out}")
+    return 0
+
+
+def cmd_privacy(args) -> int:
+    from dpmt.apps import model_tools as mt
+    from dpmt.model import Model
+
+    model = Model.load(args.model)
+    print(mt.privacy_report(model))
+    if args.plot:
+        mt.plot_epsilon(model, args.plot)
+        print(f"wrote {args.plot}")
     return 0
 
 
@@ -255,8 +318,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("recommend", help="top-k items for a user's history, from a saved model")
     r.add_argument("--model", required=True, metavar="DIR", help="a saved model / run directory")
-    r.add_argument("--items", required=True, metavar="ID,ID,...",
+    r.add_argument("--items", default=None, metavar="ID,ID,...",
                    help="raw ids of the items the user liked (e.g. 50,172,133)")
+    r.add_argument("--histories", default=None, metavar="FILE",
+                   help="instead of --items: every user of this ratings file (CSV/TSV/.inter "
+                        "or Parquet; user, item[, rating] columns), results to --out")
+    r.add_argument("--out", default=None, metavar="FILE",
+                   help="with --histories: user,rank,item,score rows (.csv or .parquet)")
     r.add_argument("--ratings", default=None, metavar="R,R,...",
                    help="the user's ratings of --items, one per item (a rating model "
                         "folds a user in from them; an implicit model takes none)")
@@ -264,6 +332,28 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how many (default: 10)")
     r.add_argument("--data-dir", default="data", help="where to find item titles (default: data)")
     r.set_defaults(func=cmd_recommend)
+
+    e = sub.add_parser("evaluate", help="Recall/NDCG (or RMSE) of a saved model on the "
+                                        "held-out users of a dataset, per popularity bucket")
+    e.add_argument("--model", required=True, metavar="DIR", help="a saved model / run directory")
+    e.add_argument("--dataset", required=True, help="the data the model was trained on (its "
+                   "split, by the model's config, gives the held-out users)")
+    e.add_argument("--data-dir", default="data")
+    e.add_argument("--eval-set", choices=("test", "validation"), default="test")
+    e.add_argument("--json", default=None, metavar="FILE", help="also write the metrics here")
+    e.set_defaults(func=cmd_evaluate)
+
+    x = sub.add_parser("export", help="item ids and factors of a saved model (.csv, .parquet "
+                                      "or .npz)")
+    x.add_argument("--model", required=True, metavar="DIR", help="a saved model / run directory")
+    x.add_argument("--out", required=True, metavar="FILE", help="FILE.csv, .parquet or .npz")
+    x.set_defaults(func=cmd_export)
+
+    v = sub.add_parser("privacy", help="what a saved model's ε covers and what each release "
+                                       "cost")
+    v.add_argument("--model", required=True, metavar="DIR", help="a saved model / run directory")
+    v.add_argument("--plot", default=None, metavar="PNG", help="ε over the run's iterations")
+    v.set_defaults(func=cmd_privacy)
 
     s = sub.add_parser("similar", help="items most similar to one item, from a saved model")
     s.add_argument("--model", required=True, metavar="DIR", help="a saved model / run directory")
