@@ -305,8 +305,50 @@ def _pm(s: dict, k: str) -> str:
     return f"{s[k]:.4f} ± {s[k + '_std']:.4f}" if s["seeds"] > 1 else f"{s[k]:.4f}"
 
 
+#: one colour per method, consistent across panels: a qualitative palette of 20 (tab20, its
+#: pairs reordered so that neighbours differ), then the same colours hatched
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+           "#7f7f7f", "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896",
+           "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5")
+HATCHES = ("", "//", "..", "xx", "\\\\")
+#: the widest figure (inches at :data:`PLOT_DPI`): 1,920 px, legend included
+MAX_WIDTH_IN, PLOT_DPI = 16.0, 120
+
+
+def plot_style(k: int) -> dict:
+    """Bar colour and hatch of the k-th method (distinct for the first 100)."""
+    return {"color": PALETTE[k % len(PALETTE)],
+            "hatch": HATCHES[(k // len(PALETTE)) % len(HATCHES)]}
+
+
+def plot_panels(summary: list[dict]) -> list[tuple[str, list[dict]]]:
+    """(panel title, methods) per private ε; the non-private baselines (ε = ∞) in every
+    panel. One panel when nothing is private."""
+    eps = sorted({s["epsilon"] for s in summary if math.isfinite(s["epsilon"])
+                  and s["epsilon"] > 0})
+    base = [s for s in summary if not (math.isfinite(s["epsilon"]) and s["epsilon"] > 0)]
+    if not eps:
+        return [("", summary)]
+    return [(f"ε = {e:g}", base + [s for s in summary if s["epsilon"] == e]) for e in eps]
+
+
 def plot_buckets(summary: list[dict], path: Path, title: str) -> None:
-    """Grouped bar chart: per-bucket Recall@20 (tail → head) for each method."""
+    """The PNG of :func:`bucket_figure`."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    fig = bucket_figure(summary, title)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=PLOT_DPI)
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def bucket_figure(summary: list[dict], title: str):
+    """Per-bucket Recall@20 (tail → head, then overall) of every method: one panel per ε, one
+    colour (and past 20 methods a hatch) per method, the legend outside the data, the random
+    level as a dashed line, error bars only with ≥ 2 seeds; at most 1,920 px wide."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -314,37 +356,47 @@ def plot_buckets(summary: list[dict], path: Path, title: str) -> None:
 
     n_b = _n_buckets(summary)
     metric = _metric(summary)
+    panels = plot_panels(summary)
+    style = {s["method"]: plot_style(k) for k, s in enumerate(summary)}
     x = np.arange(n_b + 1)
-    width = 0.8 / len(summary)
-    fig, ax = plt.subplots(figsize=(max(8, 1.2 * (n_b + 1) * len(summary) / 3), 4.5))
-    for k, s in enumerate(summary):
-        vals = [s[f"bucket{b}_{metric}"] for b in range(n_b)] + [s[metric]]
-        errs = [s[f"bucket{b}_{metric}_std"] for b in range(n_b)] + [s[metric + "_std"]]
-        # error bars only where there are seeds to spread
-        ax.bar(x + (k - (len(summary) - 1) / 2) * width, vals, width,
-               yerr=errs if s["seeds"] > 1 else None, capsize=2, label=s["method"])
+    widest = max(len(ms) for _, ms in panels)
+    legend_in = 3.6
+    width_in = min(MAX_WIDTH_IN, legend_in + max(6.0, 0.55 * (n_b + 1) * max(1, widest) / 2))
+    fig, axes = plt.subplots(len(panels), 1, figsize=(width_in, 1.2 + 3.0 * len(panels)),
+                             squeeze=False, sharey=True)
     s0 = summary[0]
-    if "random_recall@20" in s0:
-        rnd = [s0.get(f"bucket{b}_random_recall@20", np.nan) for b in range(n_b)] + \
-            [s0["random_recall@20"]]
-        ax.hlines(rnd, x - 0.45, x + 0.45, colors="k", linestyles="dashed", linewidth=1,
-                  label="random ranking")
-    ax.set_xticks(x, [f"B{b + 1}" + (" (tail)" if b == 0 else " (head)" if b == n_b - 1
-                                     else "")
-                      + (f"\n{s0[f'bucket{b}_counts']} ratings"
-                         if f"bucket{b}_counts" in s0 else "") for b in range(n_b)]
-                  + ["overall"])
-    ax.set_ylabel("Recall@20 (each bucket ranks only its items)" if metric == METRIC
-                  else "RMSE (lower is better)")
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    import io
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    handles = {}
+    for ax, (ptitle, methods) in zip(axes[:, 0], panels):
+        width = 0.84 / len(methods)
+        for k, s in enumerate(methods):
+            vals = [s[f"bucket{b}_{metric}"] for b in range(n_b)] + [s[metric]]
+            errs = [s[f"bucket{b}_{metric}_std"] for b in range(n_b)] + [s[metric + "_std"]]
+            bars = ax.bar(x + (k - (len(methods) - 1) / 2) * width, vals, width,
+                          yerr=errs if s["seeds"] > 1 else None, capsize=2,
+                          edgecolor="white", linewidth=0.3, **style[s["method"]])
+            handles.setdefault(s["method"], bars)
+        if "random_recall@20" in s0:
+            rnd = [s0.get(f"bucket{b}_random_recall@20", np.nan) for b in range(n_b)] + \
+                [s0["random_recall@20"]]
+            h = ax.hlines(rnd, x - 0.45, x + 0.45, colors="k", linestyles="dashed",
+                          linewidth=1)
+            handles.setdefault("random ranking", h)
+        ax.set_xticks(x, [f"B{b + 1}" + (" (tail)" if b == 0 else " (head)" if b == n_b - 1
+                                         else "")
+                          + (f"\n{s0[f'bucket{b}_counts']} ratings"
+                             if f"bucket{b}_counts" in s0 else "") for b in range(n_b)]
+                      + ["overall"], fontsize=8)
+        ax.set_ylabel("Recall@20\n(each bucket ranks its items)" if metric == METRIC
+                      else "RMSE (lower is better)", fontsize=8)
+        if ptitle:
+            ax.set_title(ptitle, fontsize=9, loc="left")
+    fig.suptitle(title, fontsize=10)
+    if "random ranking" in handles:                   # the reference level last
+        handles["random ranking"] = handles.pop("random ranking")
+    fig.legend(list(handles.values()), list(handles), loc="center left", fontsize=7,
+               bbox_to_anchor=(1 - legend_in / width_in + 0.01, 0.5), frameon=False)
+    fig.tight_layout(rect=(0, 0, 1 - legend_in / width_in, 0.97))
+    return fig
 
 
 def write_outputs(rows, out: Path, title: str) -> str:
