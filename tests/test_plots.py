@@ -3,7 +3,6 @@ legend outside the data, the random level, error bars only with several seeds.""
 
 import math
 
-import numpy as np
 import pytest
 
 from dpmt.apps import compare

@@ -1,12 +1,10 @@
 """A killed training run resumes to the same model, charging nothing twice."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -10,7 +10,7 @@ from dpmt.data.ratings import Ratings
 from dpmt.errors import ConfigError
 from dpmt.solvers import layout as lay
 from dpmt.solvers import ssp
-from dpmt.solvers.layout import task_layout, user_layout
+from dpmt.solvers.layout import task_layout
 from dpmt.solvers.user_step import solve_users
 
 W = 16

@@ -16,7 +16,6 @@ times dpmt's steps next to implicit's ALS) are kept here so that module stays on
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os

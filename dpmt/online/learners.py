@@ -45,7 +45,6 @@ AboveThresholdLearner
 
 from __future__ import annotations
 
-import collections
 import functools
 import math
 

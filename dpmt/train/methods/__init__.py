@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import Any
 
 from dpmt.config import BASE_REG, TrainConfig
-from dpmt.errors import ConfigError
 from dpmt.privacy import PlannedRelease, Release
 from dpmt.registry import SOLVERS
 from dpmt.solvers.steps import ItemNoise, ItemState, ItemStep, Steps, build_steps
