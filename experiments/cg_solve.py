@@ -2,7 +2,7 @@
 (issue 11: an item step without a d³ factorisation per item.)
 
 Builds the ML-20M-like synthetic at ``N`` interactions with the benchmark's setup (adaptive
-weights, λ = 1, the ε = 5 plan's noise, :func:`dpmt.apps.bench.bench_once`'s recipe), runs
+weights, λ = 1, the ε = 5 plan's noise, :func:`benchmarks.bench.bench_once`'s recipe), runs
 two private SSP iterations with the Cholesky ``shift`` solve, then times, on the inputs of
 the third (same U, same key, same released statistics), interleaved and best of ``R``:
 
@@ -50,7 +50,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpmt.apps.bench import make_dataset
+from benchmarks.bench import make_dataset
 from dpmt.config import ExecutionConfig, TrainConfig
 from dpmt.privacy.randomness import NoiseSource
 from dpmt.runtime import limit_lapack_threads

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpmt.apps.bench import make_dataset
+from benchmarks.bench import make_dataset
 from dpmt.solvers import ssp
 from dpmt.solvers.layout import SEGMENT_WIDTH, task_layout
 

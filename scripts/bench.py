@@ -10,7 +10,7 @@ import sys
 
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from dpmt.apps.bench import main
+    from benchmarks.bench import main
 
     argv = sys.argv[1:]
     # `make bench` runs the script without arguments: that means the whole suite

@@ -2,8 +2,9 @@
 that mixes concerns by size, no import-time side effects, docstrings cite only what is here.
 
 Layers, lowest first: errors/_io/config → data → weighting, privacy → solvers → metrics,
-model → train → apps. ``experiments/`` sits outside the package and nothing in it is
-imported by ``dpmt``.
+model → train → apps. ``experiments/``, ``scripts/`` and the measurement harness
+``benchmarks/`` sit outside the package and nothing in them is imported by ``dpmt``; the
+harness's ``dpmt bench`` / ``dpmt quality`` reach the CLI as entry points.
 """
 
 import ast
@@ -141,8 +142,34 @@ def test_the_package_never_imports_the_experiments():
         for node in ast.walk(tree):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
                      [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            assert not any(n.split(".")[0] in ("experiments", "scripts", "tests")
+            assert not any(n.split(".")[0] in ("experiments", "scripts", "tests", "benchmarks")
                            for n in names), p
+
+
+def test_the_harness_reaches_the_cli_only_as_an_entry_point(monkeypatch):
+    """``dpmt bench`` exists (registered by benchmarks/ under ``dpmt.commands``) although no
+    module of the package names ``benchmarks``; a command that fails to load is listed and
+    says why when run, instead of breaking every other command."""
+    import argparse
+    import importlib.metadata as md
+
+    from dpmt.apps import cli
+    from dpmt.errors import ConfigError
+
+    sub = next(a for a in cli.build_parser()._actions
+               if isinstance(a, argparse._SubParsersAction))
+    assert "bench" in sub.choices and "benchmarks.bench" in sys.modules
+
+    broken = md.EntryPoint(name="broken", value="no_such_module_dpmt:command",
+                           group=cli.COMMANDS_GROUP)
+    real = md.entry_points
+    monkeypatch.setattr(md, "entry_points", lambda group=None:
+                        [broken] if group == cli.COMMANDS_GROUP else real(group=group))
+    parser = argparse.ArgumentParser()
+    cli._add_plugin_commands(parser.add_subparsers())
+    args = parser.parse_args(["broken"])
+    with pytest.raises(ConfigError, match="could not be loaded.*no_such_module_dpmt"):
+        args.func(args)
 
 
 @pytest.mark.parametrize("path", sorted(PKG.rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
@@ -152,7 +179,8 @@ def test_no_module_over_600_lines(path):
 
 
 def test_docstrings_cite_only_files_in_this_repository():
-    for p in list(PKG.rglob("*.py")) + list((ROOT / "experiments").rglob("*.py")):
+    for p in [*PKG.rglob("*.py"), *(ROOT / "experiments").rglob("*.py"),
+              *(ROOT / "benchmarks").rglob("*.py")]:
         text = p.read_text(encoding="utf-8")
         for needle in ("shared/", "../shared", "dpam_protocol", "jdp_notes"):
             assert needle not in text, f"{p.relative_to(ROOT)} cites {needle!r}"

@@ -10,7 +10,7 @@ import jax
 import numpy as np
 import pytest
 
-from dpmt.apps import bench, bench_report
+from benchmarks import bench, bench_flops, bench_implicit, bench_report
 from dpmt.data import make_synthetic
 from dpmt.solvers.layout import task_layout, user_layout
 
@@ -19,34 +19,31 @@ def test_flop_formulas_count_padded_slots_and_items():
     r = make_synthetic(n_users=80, n_items=30, n_interactions=900, seed=0)
     d = 8
     T, U = task_layout(r, dim=d), user_layout(r, dim=d)
-    f = bench.item_step_flops(T, d)
+    f = bench_flops.item_step_flops(T, d)
     assert f["statistics"] == (2 * d * d + 2 * d) * T.padded_slots
     assert f["statistics_real"] == (2 * d * d + 2 * d) * r.nnz
     per_item = 9 * d ** 3 + 2 * d ** 3 + (d ** 3 / 3 + 2 * d * d) + 3 * d * d
     assert f["per_item_solve"] == pytest.approx(per_item)
     assert f["total"] == pytest.approx(f["statistics"] + r.n_items * per_item)
-    assert bench.item_step_flops(T, d, extra=False)["per_item_solve"] == 9 * d ** 3 + 6 * d * d
+    assert bench_flops.item_step_flops(T, d, extra=False)["per_item_solve"] == 9 * d ** 3 + 6 * d * d
     # psd="shift": one Cholesky solve and the updates per item, no eigh (with or without extra)
     for extra in (True, False):
-        fs = bench.item_step_flops(T, d, extra=extra, psd="shift")
+        fs = bench_flops.item_step_flops(T, d, extra=extra, psd="shift")
         assert fs["per_item_solve"] == pytest.approx(d ** 3 / 3 + 2 * d * d + 3 * d * d)
         assert fs["real"] == pytest.approx((2 * d * d + 2 * d) * r.nnz
                                            + r.n_items * fs["per_item_solve"])
-    g = bench.user_step_flops(U, r.n_items, d)
+    g = bench_flops.user_step_flops(U, r.n_items, d)
     assert g["total"] == pytest.approx((2 * d * d + 2 * d) * U.padded_slots
                                        + r.n_users * (d ** 3 / 3 + 4 * d * d)
                                        + 2 * r.n_items * d * d)
     assert g["real"] < g["total"]
-    assert bench.gd_step_flops(T, r.n_users, d)["total"] == 4 * d * T.padded_slots \
+    assert bench_flops.gd_step_flops(T, r.n_users, d)["total"] == 4 * d * T.padded_slots \
         + 2 * d * r.n_users
 
 
 def test_fit_exponent_is_the_log_log_slope_of_at_least_two_points():
     assert bench_report.fit_exponent([1e6, 4e6], [2.0, 8.0]) == pytest.approx(1.0)
     assert bench_report.fit_exponent([1e6], [2.0]) is None
-    # the report's names stay importable from the bench module (scripts, old callers)
-    assert bench.fit_exponent is bench_report.fit_exponent
-    assert bench.MARKER == bench_report.MARKER
 
 
 def test_recompilations_count_repeats_not_first_uses():
@@ -61,7 +58,7 @@ def test_recompilations_count_repeats_not_first_uses():
 def test_cg_item_solve_is_counted_as_the_work_of_the_shift_solve():
     r = make_synthetic(n_users=80, n_items=30, n_interactions=900, seed=0)
     T = task_layout(r, dim=8)
-    assert bench.item_step_flops(T, 8, psd="cg") == bench.item_step_flops(T, 8, psd="shift")
+    assert bench_flops.item_step_flops(T, 8, psd="cg") == bench_flops.item_step_flops(T, 8, psd="shift")
     # reports of JSON files from before "speedup" (shift timed against project) still read
     assert bench_report._speedup({"shift_speedup": 3.0}) == 3.0
     assert bench_report._speedup({"speedup": 1.5, "shift_speedup": 3.0}) == 1.5
@@ -128,7 +125,7 @@ def test_tiny_run_writes_every_field_the_report_and_the_scaling_check_read(tiny)
     assert "lapack_threads" in r["machine"]
     # the scaling model's device terms account for the live arrays (U, V, V_new, layouts,
     # weights; GD's parameters and gradient are the rest)
-    from dpmt.apps import scaling
+    from benchmarks import scaling
 
     pad = 0.5 * (r["padding"]["items"] + r["padding"]["users"])
     model = scaling.device_bytes(scaling.Problem(r["n_users"], r["n_items"], r["interactions"],
@@ -266,7 +263,7 @@ def test_against_implicit_times_both_and_reports_ratios():
     from dpmt.solvers.steps import ItemNoise
 
     private = (ItemNoise(sigma_A=0.1, sigma_b=0.1), 0.1, jax.random.PRNGKey(0))
-    res = bench.against_implicit(r, w, steps, V, repeats=1, private=private,
+    res = bench_implicit.against_implicit(r, w, steps, V, repeats=1, private=private,
                                  log=lambda *a: None)
     assert set(res["seconds"]) == {"dpmt_nonprivate_project", "dpmt_nonprivate_shift",
                                    "dpmt_nonprivate_cg", "dpmt_nonprivate_cg_3",

@@ -193,7 +193,7 @@ def test_d16_resuming_a_finished_run_says_nothing_was_trained(tmp_path, capsys):
 
 # -- D18: bench --quiet still prints its result --------------------------------------------------
 def test_d18_bench_quiet_prints_the_result(monkeypatch, capsys):
-    from dpmt.apps import bench
+    from benchmarks import bench
 
     fake = {"interactions": 10, "dim": 2, "iteration_seconds": 1.0, "item_solve": "cg",
             "item_step": {"seconds": 0.5, "fraction_of_peak": 0.1},

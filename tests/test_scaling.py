@@ -1,9 +1,9 @@
-"""The memory/communication model (dpmt.apps.scaling) against the arrays the code really builds."""
+"""The memory/communication model (benchmarks.scaling) against the arrays the code really builds."""
 
 import numpy as np
 import pytest
 
-from dpmt.apps import scaling
+from benchmarks import scaling
 from dpmt.data import make_synthetic_like
 from dpmt.solvers import layout as L
 from dpmt.solvers import sharding

@@ -415,12 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
     quality.add_arguments(q)
     q.set_defaults(func=quality.main)
 
-    from dpmt.apps import bench
-
-    b = sub.add_parser("bench", help="benchmarks: item/user/GD steps, FLOP/s against the "
-                                     "measured matmul peak, peak memory")
-    bench.add_arguments(b)
-    b.set_defaults(func=bench.run)
+    _add_plugin_commands(sub)
 
     d = sub.add_parser("demo", help="the README's first command: fetch ML-100K, train the "
                                     "baselines and DP models, print the head/tail table and "
@@ -430,6 +425,43 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--quiet", action="store_true", help="no progress bars")
     d.set_defaults(func=cmd_demo)
     return p
+
+
+#: entry-point group of the commands other distributions add to ``dpmt``
+COMMANDS_GROUP = "dpmt.commands"
+
+
+def _add_plugin_commands(sub) -> None:
+    """Subcommands registered under the entry-point group ``dpmt.commands``.
+
+    The measurement harness (``benchmarks/``: ``bench``, ``quality``) lives outside the
+    library and adds its commands this way, so ``dpmt`` never imports it. An entry point
+    names an object with ``HELP`` (one line), ``add_arguments(parser)`` and
+    ``run(args) -> int``. One that fails to load still appears, and says why when run.
+    """
+    from importlib.metadata import entry_points
+
+    for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        if ep.name in sub.choices:
+            continue
+        try:
+            command = ep.load()
+            parser = sub.add_parser(ep.name, help=command.HELP,
+                                    description=getattr(command, "DESCRIPTION", None))
+            command.add_arguments(parser)
+            parser.set_defaults(func=command.run)
+        except Exception as e:   # noqa: BLE001 — a broken plugin must not break `dpmt`
+            reason = f"{type(e).__name__}: {e}"
+            parser = sub.add_parser(ep.name, help=f"(unavailable: {reason})")
+            parser.set_defaults(func=_unavailable(ep, reason))
+
+
+def _unavailable(ep, reason: str):
+    def run(args):
+        raise ConfigError(f"the command {ep.name!r} ({ep.value}) could not be loaded: "
+                          f"{reason}; reinstall dpmt from its checkout "
+                          "(pip install -e '.[bench]') to get the benchmark commands")
+    return run
 
 
 def main(argv=None) -> int:

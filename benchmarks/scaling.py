@@ -173,8 +173,8 @@ def check_against_benchmarks(results: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    """``python -m dpmt.apps.scaling``: the model's table for given sizes (docs/scaling.md)."""
-    ap = argparse.ArgumentParser(prog="python -m dpmt.apps.scaling", description=__doc__.split(
+    """``python -m benchmarks.scaling``: the model's table for given sizes (docs/scaling.md)."""
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.scaling", description=__doc__.split(
         "\n\n")[0])
     ap.add_argument("--users", type=float)
     ap.add_argument("--items", type=float)
@@ -194,13 +194,13 @@ def main(argv=None) -> int:
 
         files = sorted(Path(args.check).glob("bench_*.json"))
         if not files:
-            print(f"python -m dpmt.apps.scaling: error: no bench_*.json in {args.check} (run "
+            print(f"python -m benchmarks.scaling: error: no bench_*.json in {args.check} (run "
                   "`dpmt bench --suite` first)", file=sys.stderr)
             return 2
         print(check_against_benchmarks([json.loads(f.read_text()) for f in files]))
         return 0
     if None in (args.users, args.items, args.interactions):
-        print("python -m dpmt.apps.scaling: error: give --users, --items and --interactions (or "
+        print("python -m benchmarks.scaling: error: give --users, --items and --interactions (or "
               "--check DIR)", file=sys.stderr)
         return 2
     try:
@@ -210,7 +210,7 @@ def main(argv=None) -> int:
                          args.padding, args.gd_steps)
                  for d in args.dims for D in args.devices]
     except ValueError as e:
-        print(f"python -m dpmt.apps.scaling: error: {e}", file=sys.stderr)
+        print(f"python -m benchmarks.scaling: error: {e}", file=sys.stderr)
         return 2
     print(format_table(probs))
     return 0

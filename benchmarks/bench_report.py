@@ -1,14 +1,14 @@
 """The suite and the report of ``dpmt bench``: BENCHMARKS.md, its headlines, the plot.
 
 :func:`run_suite` runs every (size, d, devices) of the suite in its own subprocess
-(``python -m dpmt.apps.bench --json ...``, so each peak RSS is that run's) and collects the
+(``python -m benchmarks.bench --json ...``, so each peak RSS is that run's) and collects the
 JSON results; everything else here reads only those results (never the measuring code):
 :func:`markdown_tables` and :func:`headline_lines` (every figure computed from the results,
 never typed in), :func:`write_benchmarks_md` (replaces what is below :data:`MARKER`, keeping
 the hand-written header), the fitted exponents of time ∝ interactions^k
 (:func:`fit_exponent`, :func:`scaling_exponents`) and the log-log plot
 (:func:`plot_scaling`), and the description of the machine a result was measured on
-(:func:`machine_info`). The measurement itself is :mod:`dpmt.apps.bench`; the probes it reads
+(:func:`machine_info`). The measurement itself is :mod:`benchmarks.bench`; the probes it reads
 the machine and the process with (:class:`MatmulPeak`, the peak-RSS and live-array counters)
 and the optional side by side with the ``implicit`` library (:func:`against_implicit`, which
 times dpmt's steps next to implicit's ALS) are kept here so that module stays one concern.
@@ -26,9 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-# the side by side with implicit lives in its own module; its names stay importable from here
-from dpmt.apps.bench_implicit import (against_implicit, implicit_available,  # noqa: F401
-                                      implicit_lines)
+from benchmarks.bench_implicit import implicit_available, implicit_lines
 
 ML20M_INTERACTIONS = 20_000_263
 SUITE_SIZES = ("ml-100k", 1_000_000, 5_000_000, ML20M_INTERACTIONS)
@@ -80,7 +78,7 @@ def machine_info() -> dict:
 
 
 # ---------------------------------------------------------------------------------------
-# Machine and process probes (used by the measurement in dpmt.apps.bench)
+# Machine and process probes (used by the measurement in benchmarks.bench)
 # ---------------------------------------------------------------------------------------
 class MatmulPeak:
     """Dense float32 matmul throughput of this process: a jitted ``n×n @ n×n`` product, best
@@ -206,7 +204,7 @@ def run_suite(out_dir: Path, runs=None, *, data_dir="data", iterations=2, resume
     for size, dim, devices, against in runs:
         path = out_dir / _result_name(size, dim, devices, against)
         if not (resume and path.exists() and _current(path)):
-            cmd = [sys.executable, "-m", "dpmt.apps.bench", "--dim", str(dim), "--json", str(path),
+            cmd = [sys.executable, "-m", "benchmarks.bench", "--dim", str(dim), "--json", str(path),
                    "--iterations", str(iterations), "--data-dir", str(data_dir),
                    "--devices", str(devices)]
             cmd += ["--dataset", size] if isinstance(size, str) else \
@@ -379,12 +377,12 @@ def markdown_tables(results: list[dict], raw_dir: str | None = None) -> str:
             lines.append(f"| {dim} | {fmt(e.get('item_step'))} | {fmt(e.get('user_step'))} | "
                          f"{fmt(e.get('gd_step'))} | {fmt(e.get('iteration'))} |")
         lines += ["", "![time vs interactions](docs/img/bench_scaling.png)"]
-    from dpmt.apps.scaling import check_against_benchmarks
+    from benchmarks.scaling import check_against_benchmarks
 
     check = check_against_benchmarks(results)
     if check.count("\n") > 1:
         lines += ["", "### Memory model check (docs/scaling.md)", "",
-                  "`python -m dpmt.apps.scaling --check benchmarks`: the model's device-resident "
+                  "`python -m benchmarks.scaling --check benchmarks`: the model's device-resident "
                   "terms against the live JAX arrays (exact accounting of what the iteration "
                   "holds), and its process peak against the measured iterations' peak RSS "
                   "(F fitted on the smallest run per d, the rest predicted).", "", check]

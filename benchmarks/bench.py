@@ -33,7 +33,7 @@ every size in its own subprocess, so each peak is that size's).
 ``dpmt bench --suite`` runs ML-100K and ML-20M-like subsets (1M, 5M, 20M interactions) at
 d = 64 and 128 and writes one JSON per run, the tables in BENCHMARKS.md (below its
 hand-written header) and a log-log plot of time against interactions with the fitted
-exponents: :mod:`dpmt.apps.bench_report`.
+exponents: :mod:`benchmarks.bench_report`.
 
 ``--against implicit`` (optional, only if the ``implicit`` package is installed) also times
 one iteration of implicit's ALS (conjugate gradient and exact Cholesky solves) on the same
@@ -50,22 +50,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-# the report side, the machine/process probes and the side by side with implicit live in
-# bench_report; their names stay importable from here
-from dpmt.apps.bench_report import (MARKER, ML20M_INTERACTIONS, SCHEMA_VERSION,  # noqa: F401
-                                    SUITE_DEVICES,
-                                    SUITE_DIMS, SUITE_SIZES, MatmulPeak, _status_bytes,
-                                    against_implicit, fit_exponent, headline_lines,
-                                    implicit_available, live_device_bytes, load_results,
-                                    machine_info, markdown_tables, peak_rss_bytes, plot_scaling,
-                                    reset_peak_rss, run_suite, scaling_exponents, suite_runs,
-                                    summary_line, window_peak_rss_bytes, write_benchmarks_md)
+from benchmarks.bench_flops import (cholesky_flops, eigh_flops, gd_step_flops, item_step_flops,
+                                   user_step_flops)
+from benchmarks.bench_implicit import against_implicit, implicit_available
+from benchmarks.bench_report import (ML20M_INTERACTIONS, SCHEMA_VERSION, MatmulPeak,
+                                     _status_bytes, live_device_bytes, load_results,
+                                     machine_info, peak_rss_bytes, plot_scaling, reset_peak_rss,
+                                     run_suite, summary_line, window_peak_rss_bytes,
+                                     write_benchmarks_md)
 
-
-
-# FLOP counts (analytic, from the layouts): dpmt.apps.bench_flops
-from dpmt.apps.bench_flops import (cholesky_flops, eigh_flops, gd_step_flops,  # noqa: E402,F401
-                                   item_step_flops, layout_slots, user_step_flops)
+#: ``dpmt bench`` (an entry point of the ``dpmt.commands`` group, see pyproject.toml)
+HELP = "benchmarks: item/user/GD steps, FLOP/s against the measured matmul peak, peak memory"
 
 
 def make_dataset(interactions: int | None, dataset: str = "synthetic-ml-20m",
@@ -442,7 +437,7 @@ def item_step_breakdown(items, U, w_j, dim: int, cfg, sigma_A: float, peak: floa
 # CLI
 # ---------------------------------------------------------------------------------------
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Arguments of ``dpmt bench`` (and ``python -m dpmt.apps.bench`` / ``scripts/bench.py``)."""
+    """Arguments of ``dpmt bench`` (and ``python -m benchmarks.bench`` / ``scripts/bench.py``)."""
     p.add_argument("--interactions", type=int, default=None,
                    help="size of the synthetic ML-20M-like dataset (default: full ML-20M, "
                         f"{ML20M_INTERACTIONS:,})")
