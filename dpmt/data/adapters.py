@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpmt.data.ratings import Ratings
+from dpmt.data.ratings import Ratings, one_entry_per_pair
 from dpmt.errors import DataError
 
 #: accepted column names per role, first match wins (case-insensitive)
@@ -60,10 +60,9 @@ def from_sparse(matrix, *, name: str = "user_items") -> Ratings:
     value = np.asarray(coo.data)
     if value.dtype.kind not in "biuf":
         raise DataError(f"the matrix holds {value.dtype} values; give numbers")
-    key = np.sort(row * max(n_items, 1) + col)
-    if len(key) > 1 and np.any(key[1:] == key[:-1]):
-        raise DataError("the matrix stores some (user, item) entry more than once; sum or "
-                        "drop the duplicates first (e.g. matrix.sum_duplicates())")
+    one_entry_per_pair(row, col, n_items, unit="stored entries",
+                       hint="The matrix stores that entry more than once; sum or drop the "
+                            "duplicates first (e.g. matrix.sum_duplicates())")
     return Ratings(user=row, item=col, value=value.astype(np.float32),
                    user_ids=np.arange(n_users, dtype=np.int64),
                    item_ids=np.arange(n_items, dtype=np.int64), name=name,

@@ -77,8 +77,9 @@ from dpmt.data.ratings import (
     Ratings,
     catalogue_ids,
     catalogue_index,
-    keep_last_rows,
+    dense_ids,
     missing_items_message,
+    one_entry_per_pair,
 )
 from dpmt.data.tfds import read_tfds_columns
 from dpmt.errors import ConfigError, DataError
@@ -211,28 +212,14 @@ def parse_rating_range(spec: str):
 
 
 # ----------------------------------------------------------------------------------------
-# Assembly: duplicates, dense indices
+# Assembly: dense indices, one entry per pair (both in dpmt.data.ratings)
 # ----------------------------------------------------------------------------------------
-def _dense(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted unique ids, int32 dense index of each entry); O(n) for compact int ids."""
-    if raw.dtype.kind in "iu" and len(raw):
-        lo, hi = int(raw.min()), int(raw.max())
-        if lo >= 0 and hi < max(4 * len(raw), 1 << 20):
-            present = np.zeros(hi + 1, bool)
-            present[raw] = True
-            ids = np.flatnonzero(present)
-            remap = np.cumsum(present, dtype=np.int64) - 1
-            return ids.astype(np.int64), remap[raw].astype(np.int32)
-    ids, inv = np.unique(raw, return_inverse=True)
-    return ids, inv.astype(np.int32)
-
-
 def _assemble(cols: dict, lines: np.ndarray | None, lay: Layout, path: Path,
               on_duplicate: str, name: str, catalogue: tuple | None = None) -> Ratings:
     """Ratings from parsed columns; ``catalogue``: (sorted ids, description) or None."""
-    user_ids, user = _dense(cols["user"])
+    user_ids, user = dense_ids(cols["user"])
     if catalogue is None:
-        item_ids, item = _dense(cols["item"])
+        item_ids, item = dense_ids(cols["item"])
     else:
         item_ids, item = catalogue_index(cols["item"], catalogue[0])
         if len(item) and item.min() < 0:
@@ -247,43 +234,17 @@ def _assemble(cols: dict, lines: np.ndarray | None, lay: Layout, path: Path,
     ts = cols.get("timestamp")
     if ts is not None:
         ts = np.rint(ts).astype(np.int64) if ts.dtype.kind == "f" else ts.astype(np.int64)
-    keep = _resolve_duplicates(user, item, ts, len(item_ids), on_duplicate, path, lines,
-                               lay, user_ids, item_ids)
+    keep = one_entry_per_pair(
+        user, item, len(item_ids), ts, on_duplicate=on_duplicate, user_ids=user_ids,
+        item_ids=item_ids, source=str(path), unit=lay.unit,
+        where=lambda rows: [int(lines[r]) if lines is not None
+                            else lay.header_lines + int(r) + 1 for r in rows])
     if keep is not None:
         user, item, value = user[keep], item[keep], value[keep]
         ts = None if ts is None else ts[keep]
     return Ratings(user=user, item=item, value=value, user_ids=user_ids, item_ids=item_ids,
                    timestamp=ts, name=name, items_public=catalogue is not None,
                    implicit="rating" not in cols)     # no rating column: events, all positive
-
-
-def _resolve_duplicates(user, item, ts, n_items, on_duplicate, path, lines, lay,
-                        user_ids, item_ids) -> np.ndarray | None:
-    """None when all pairs are distinct, else the sorted row indices to keep."""
-    key = user.astype(np.int64) * n_items + item
-    ks = np.sort(key)                                     # np.sort is ~4x faster than argsort
-    if not np.any(ks[1:] == ks[:-1]):
-        return None                                       # the common case: all distinct
-    order = np.argsort(key, kind="stable")                # stable: ties stay in line order
-    ks = key[order]
-    dup_next = ks[1:] == ks[:-1]
-    if on_duplicate == "error":
-        first = int(np.argmax(dup_next))
-        k = ks[first]
-        rows = order[ks == k]                             # file order (stable sort)
-        ln = [int(lines[r]) if lines is not None else lay.header_lines + int(r) + 1
-              for r in rows[:5]]
-        n_pairs = int(np.count_nonzero(dup_next & ~np.r_[False, dup_next[:-1]]))
-        n_extra = int(dup_next.sum())
-        u, i = user_ids[user[rows[0]]], item_ids[item[rows[0]]]
-        raise DataError(
-            f"{path}: (user {u}, item {i}) is rated {len(rows)} times (lines "
-            f"{', '.join(map(str, ln))}{', ...' if len(rows) > 5 else ''}); {n_pairs} "
-            f"(user, item) pairs are duplicated in total ({n_extra} surplus lines). Pass "
-            f"on_duplicate='keep-last' (CLI: --on-duplicate keep-last) to keep the latest "
-            f"rating of each pair (latest timestamp, then last line), or de-duplicate the "
-            f"file")
-    return keep_last_rows(key, ts)
 
 
 # ----------------------------------------------------------------------------------------

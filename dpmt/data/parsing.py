@@ -80,6 +80,7 @@ class Layout:
     rating_range: tuple | None
     token: bool = False
     float_time: bool = False
+    unit: str = "lines"
 
 
 _CSV_NAMES = {

@@ -199,6 +199,88 @@ def keep_last_rows(key: np.ndarray, timestamp: np.ndarray | None) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------------------
+# The invariants the privacy analysis needs, checked here for every input
+# ----------------------------------------------------------------------------------------
+def dense_ids(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted unique raw ids, int32 dense index of each entry) = ``np.unique(raw,
+    return_inverse=True)``, in O(n) through a lookup table for compact non-negative integer
+    ids (every MovieLens file), else by sorting."""
+    raw = np.asarray(raw)
+    if raw.dtype.kind in "iu" and len(raw):
+        lo, hi = int(raw.min()), int(raw.max())
+        if lo >= 0 and hi < max(4 * len(raw), 1 << 20):
+            present = np.zeros(hi + 1, bool)
+            present[raw] = True
+            ids = np.flatnonzero(present)
+            remap = np.cumsum(present, dtype=np.int64) - 1
+            return ids.astype(raw.dtype if raw.dtype.kind == "i" else np.int64), \
+                remap[raw].astype(np.int32)
+    if raw.dtype.kind == "f" and len(raw):
+        bad = ~np.isfinite(raw) | (np.abs(raw) >= 2.0**53)
+        if bad.any():
+            j = int(np.argmax(bad))
+            what = ("missing (NaN)" if np.isnan(raw[j]) else f"{raw[j]:g}, too large for a "
+                    f"float to tell neighbouring ids apart")
+            raise DataError(f"id at position {j} is {what}; every rating needs its user's "
+                            f"and item's id (as integers or strings: float ids are exact "
+                            f"only below 2**53)")
+    try:
+        ids, inv = np.unique(raw, return_inverse=True)
+    except TypeError as e:                                # e.g. mixed str/int objects
+        raise DataError(f"raw ids must be sortable values of one kind ({e})") from None
+    return ids, inv.reshape(-1).astype(np.int32)
+
+
+def one_entry_per_pair(user: np.ndarray, item: np.ndarray, n_items: int,
+                       timestamp: np.ndarray | None = None, *, on_duplicate: str = "error",
+                       user_ids=None, item_ids=None, source: str = "",
+                       where=None, unit: str = "positions", hint: str = "",
+                       ) -> np.ndarray | None:
+    """The one check of "one entry per (user, item) pair", which the privacy analysis
+    needs (a user's contribution to an item is one rating): every loader, adapter and
+    :meth:`Ratings.from_raw` calls it.
+
+    ``user``/``item``: dense indices. Returns None when every pair is distinct; else, under
+    ``on_duplicate="keep-last"``, the sorted rows to keep (:func:`keep_last_rows`); under
+    ``"error"`` a DataError naming the first duplicated pair (by raw id), where it occurs
+    (``where(rows)`` -> the rows' numbers as the source counts them, e.g. file lines;
+    default their positions), and how many pairs are duplicated. ``source`` prefixes the
+    message (a file name); ``unit`` names what ``where`` counts; ``hint`` replaces the
+    default advice.
+    """
+    if on_duplicate not in _ON_DUPLICATE:
+        raise ConfigError(f"on_duplicate must be 'error' or 'keep-last' "
+                          f"(got {on_duplicate!r})")
+    key = np.asarray(user).astype(np.int64) * max(int(n_items), 1) + item
+    ks = np.sort(key)                                     # np.sort is ~4x faster than argsort
+    if len(ks) < 2 or not np.any(ks[1:] == ks[:-1]):
+        return None                                       # the common case: all distinct
+    if on_duplicate == "keep-last":
+        return keep_last_rows(key, timestamp)
+    order = np.argsort(key, kind="stable")                # stable: ties stay in row order
+    ks = key[order]
+    dup_next = ks[1:] == ks[:-1]
+    rows = order[ks == ks[int(np.argmax(dup_next))]]      # in row order
+    n_pairs = int(np.count_nonzero(dup_next & ~np.r_[False, dup_next[:-1]]))
+    u, i = int(user[rows[0]]), int(item[rows[0]])
+    u = u if user_ids is None else user_ids[u]
+    i = i if item_ids is None else item_ids[i]
+    shown = where(rows[:5]) if where is not None else [int(r) for r in rows[:5]]
+    more = ", ..." if len(rows) > 5 else ""
+    surplus = {"positions": "entries"}.get(unit, unit)
+    advice = hint or (
+        f"Pass on_duplicate='keep-last'{' (CLI: --on-duplicate keep-last)' if source else ''}"
+        f" to keep the latest rating of each pair (latest timestamp, then last "
+        f"{unit[:-1]}), or de-duplicate the "
+        f"{'file' if source else 'input'}")
+    raise DataError(
+        f"{source + ': ' if source else ''}(user {u}, item {i}) "
+        f"{'is rated' if source else 'appears'} {len(rows)} times ({unit} "
+        f"{', '.join(map(str, shown))}{more}); {n_pairs} (user, item) pairs are duplicated "
+        f"in total ({int(dup_next.sum())} surplus {surplus}). {advice}")
+
+
+# ----------------------------------------------------------------------------------------
 # Public item catalogues
 # ----------------------------------------------------------------------------------------
 _CATALOGUE_HINT = ("every rated item must be in the public item catalogue: add the id to "
@@ -456,35 +538,18 @@ class Ratings:
             raise DataError(f"raw_user, raw_item and value must have the same length (got "
                             f"{n}, {len(raw_item)}, {len(value)})")
         timestamp = _timestamps(timestamp, n)
-        try:
-            user_ids, user = np.unique(raw_user, return_inverse=True)
-            if items is None:
-                item_ids, item = np.unique(raw_item, return_inverse=True)
-        except TypeError as e:                            # e.g. mixed str/int objects
-            raise DataError(f"raw ids must be sortable values of one kind ({e})") from None
-        if items is not None:
+        user_ids, user = dense_ids(raw_user)
+        if items is None:
+            item_ids, item = dense_ids(raw_item)
+        else:
             item_ids, item = catalogue_index(raw_item, catalogue_ids(items))
             if n and item.min() < 0:
                 j = int(np.argmax(item < 0))
                 raise DataError(missing_items_message(raw_item, item, f"rating {j}"))
-        user, item = user.reshape(-1), item.reshape(-1)
-        key = user.astype(np.int64) * len(item_ids) + item
-        if n and len(np.unique(key)) != n:
-            if on_duplicate == "error":
-                order = np.argsort(key, kind="stable")
-                ks = key[order]
-                dup_next = ks[1:] == ks[:-1]
-                rows = order[ks == ks[int(np.argmax(dup_next))]]
-                n_pairs = int(np.count_nonzero(dup_next & ~np.r_[False, dup_next[:-1]]))
-                raise DataError(
-                    f"(user {user_ids[user[rows[0]]]}, item {item_ids[item[rows[0]]]}) "
-                    f"appears {len(rows)} times (positions "
-                    f"{', '.join(map(str, rows[:5].tolist()))}{', ...' if len(rows) > 5 else ''}"
-                    f"); {n_pairs} (user, item) pairs are duplicated in total "
-                    f"({int(dup_next.sum())} surplus entries). Pass on_duplicate='keep-last' "
-                    f"to keep the latest rating of each pair (latest timestamp, then last "
-                    f"position), or de-duplicate the input")
-            keep = keep_last_rows(key, timestamp)
+        keep = one_entry_per_pair(user, item, len(item_ids), timestamp,
+                                  on_duplicate=on_duplicate, user_ids=user_ids,
+                                  item_ids=item_ids)
+        if keep is not None:
             user, item, value = user[keep], item[keep], value[keep]
             timestamp = None if timestamp is None else timestamp[keep]
         return cls(user=user.astype(np.int32), item=item.astype(np.int32), value=value,
