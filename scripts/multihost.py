@@ -1,23 +1,24 @@
 #!/usr/bin/env python
 """Private alternating minimisation across several processes (hosts) with jax.distributed.
 
-Each process runs this same program (SPMD, one process per host on a cluster). After
-``jax.distributed.initialize`` the mesh spans every process's devices; the steps come from
-:func:`dpmt.train.methods.make_steps` with ``devices`` = all of them, which shards the user and
-item layouts by rows over that mesh (:mod:`dpmt.solvers.sharding`), so each process
-materialises and solves only its share of users (user step) and of items (item step); the
-results are all-gathered (CPU: gloo over TCP), so every process ends with the same V.
+Each process runs this same program (SPMD, one process per host on a cluster): after
+``jax.distributed.initialize`` it calls :func:`dpmt.train.loop.fit` itself (no copy of the
+training loop) with ``ExecutionConfig(devices=<every device of every process>)``, which
+shards the user and item layouts by rows over that mesh (:mod:`dpmt.solvers.sharding`), so
+each process materialises and solves only its share of users (user step) and of items (item
+step); the results are all-gathered (CPU: gloo over TCP), so every process ends with the
+same V. The noise secret is process 0's, sent to the others
+(:func:`dpmt.privacy.randomness.shared_across_processes`).
 
 One worker::
 
     python scripts/multihost.py worker --coordinator 10.0.0.1:12345 --num-processes 4 \\
         --process-id $RANK --out v.npz [--local-devices 1] [data/model options]
 
-All workers on this machine over loopback (what tests/test_sharding.py does; add ``--fit``
-to run :func:`dpmt.train.loop.fit` itself with ``ExecutionConfig(devices=<all devices>)``),
-plus the single-process reference and the comparison::
+All workers on this machine over loopback (what tests/test_sharding.py does), plus — with
+``--noise-seed`` — the single-process reference and the comparison::
 
-    python scripts/multihost.py launch --num-processes 2 --out /tmp/mh
+    python scripts/multihost.py launch --num-processes 2 --noise-seed 0 --out /tmp/mh
 
 Data: every process generates the same synthetic ratings from the seed (a stand-in for each
 host reading its shard of a dataset; only the device-resident layout shards are per-process).
@@ -31,7 +32,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 
 
 def add_model_args(p):
@@ -41,10 +41,10 @@ def add_model_args(p):
     p.add_argument("--dim", type=int, default=8)
     p.add_argument("--iterations", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--fit", action="store_true",
-                   help="run dpmt.train.loop.fit (ExecutionConfig(devices=all devices of all "
-                        "processes)) instead of the bare solver loop")
-    p.add_argument("--solver", choices=["ssp", "gd"], default="ssp", help="with --fit")
+    p.add_argument("--solver", choices=["ssp", "gd"], default="ssp")
+    p.add_argument("--noise-seed", type=int, default=None,
+                   help="reproducible noise (then the launcher also compares with one "
+                        "process); default: process 0's secret from OS entropy")
 
 
 def _devices(mesh) -> int:
@@ -54,11 +54,13 @@ def _devices(mesh) -> int:
     return len(jax.devices()) if mesh is not None else 1
 
 
-def train_fit(args, mesh=None):
+def train(args, mesh=None):
     """:func:`dpmt.train.loop.fit` itself — the library's training loop, private counts,
     weights, calibrated ledger and evaluation — with ``ExecutionConfig(devices=…)`` = every
-    device of every process when ``mesh`` is given, else one device. Returns V, seconds per
-    iteration, and (ε, Recall@20)."""
+    device of every process when ``mesh`` is given, else one device. Without
+    ``--noise-seed`` the noise comes from process 0's OS-entropy secret, shared by all
+    processes; with it, a single process reproduces the multi-process model (the launcher's
+    comparison). Returns V, seconds per iteration, and (ε, Recall@20)."""
     from dpmt.config import ExecutionConfig, TrainConfig
     from dpmt.data import make_synthetic, per_user_split
     from dpmt.train.loop import fit
@@ -67,53 +69,13 @@ def train_fit(args, mesh=None):
                        n_interactions=args.interactions, seed=args.seed)
     split = per_user_split(r, seed=args.seed)
     cfg = TrainConfig(dataset="synthetic", solver=args.solver, dim=args.dim,
-                      iterations=args.iterations, epsilon=2.0, seed=args.seed)
+                      iterations=args.iterations, epsilon=2.0, seed=args.seed,
+                      noise_seed=args.noise_seed)
     res = fit(split.train, cfg, test=split.test,
               execution=ExecutionConfig(devices=_devices(mesh), progress=False))
     secs = [h["seconds"] for h in res.history]
     return res.item_embeddings, [b - a for a, b in zip([0.0] + secs, secs)], \
         {"epsilon": res.epsilon, "recall@20": res.metrics["overall"]["recall@20"]}
-
-
-def train(args, mesh=None):
-    """Two (or --iterations) SSP iterations of the bare solver loop (no counts, plan or
-    ledger: fixed noise σ_A = σ_b = 0.5, Gramian noise 0.3, uniform random weights) on the
-    steps of :func:`dpmt.train.methods.make_steps` — sharded over every device of every
-    process if ``mesh`` is given, else on one device. Returns V (numpy) and the seconds per
-    iteration."""
-    if args.fit:
-        return train_fit(args, mesh)
-    import jax
-    import numpy as np
-
-    from dpmt.config import TrainConfig
-    from dpmt.data import make_synthetic
-    from dpmt.solvers.ssp import noisy_gramian
-    from dpmt.solvers.steps import ItemNoise
-    from dpmt.train.methods import make_steps
-
-    r = make_synthetic(n_users=args.users, n_items=args.items,
-                       n_interactions=args.interactions, seed=args.seed)
-    cfg = TrainConfig(dataset="synthetic", solver="ssp", dim=args.dim, reg=1.0, gravity=0.1,
-                      user_clip=1.0, seed=args.seed)
-    w = np.random.default_rng(args.seed).uniform(0.2, 1.0, r.nnz).astype(np.float32)
-    steps = make_steps(cfg, r, w, devices=_devices(mesh))
-    V = steps.replicated(0.1 * jax.random.normal(jax.random.PRNGKey(args.seed),
-                                                 (r.n_items, cfg.dim)))
-    state = steps.item_step.init(jax.random.PRNGKey(args.seed), V)
-    key = jax.random.PRNGKey(args.seed + 1)
-    times = []
-    for t in range(args.iterations):
-        t0 = time.perf_counter()
-        kg, ki = jax.random.split(jax.random.fold_in(key, t))
-        U = steps.solve_users(V)
-        extra = cfg.gravity * noisy_gramian(U, kg, 0.3)
-        V, state = steps.item_step.update(state, V, U, ki, ItemNoise(0.5, 0.5), extra, None)
-        jax.block_until_ready(V)
-        times.append(time.perf_counter() - t0)
-    # V is replicated: every process can read all of it
-    return np.asarray(jax.device_get(V.addressable_shards[0].data) if steps.mesh is not None
-                      else V), times, {}
 
 
 def cmd_worker(args) -> int:
@@ -159,7 +121,8 @@ def cmd_launch(args) -> int:
     os.makedirs(args.out, exist_ok=True)
     port = free_port()
     keys = ("users", "items", "interactions", "dim", "iterations", "seed", "solver")
-    model = [f"--{k}={getattr(args, k)}" for k in keys] + (["--fit"] if args.fit else [])
+    model = [f"--{k}={getattr(args, k)}" for k in keys] + (
+        [f"--noise-seed={args.noise_seed}"] if args.noise_seed is not None else [])
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     env.pop("XLA_FLAGS", None)
     procs = []
@@ -185,14 +148,15 @@ def cmd_launch(args) -> int:
             print(f"--- worker {i} exit {rc}\n{o[-2000:]}\n{e[-4000:]}", file=sys.stderr)
         return 1
     Vs = [np.load(os.path.join(args.out, f"v{i}.npz"))["V"] for i in range(args.num_processes)]
-    ref_args = argparse.Namespace(**{k: getattr(args, k) for k in keys + ("fit",)})
-    V1, _, ref_extra = train(ref_args, None)
     res = {"num_processes": args.num_processes, "local_devices": args.local_devices,
-           "max_abs_diff_vs_single_process": float(max(np.abs(V - V1).max() for V in Vs)),
            "max_abs_diff_between_processes": float(max(np.abs(V - Vs[0]).max() for V in Vs)),
-           "scale": float(np.abs(V1).max()), "single_process": ref_extra,
+           "scale": float(np.abs(Vs[0]).max()),
            "workers": [json.loads(open(os.path.join(args.out, f"v{i}.npz.json")).read())
                        for i in range(args.num_processes)]}
+    if args.noise_seed is not None:   # the same noise: one process must give the same model
+        ref_args = argparse.Namespace(**{k: getattr(args, k) for k in keys + ("noise_seed",)})
+        V1, _, res["single_process"] = train(ref_args, None)
+        res["max_abs_diff_vs_single_process"] = float(max(np.abs(V - V1).max() for V in Vs))
     print("RESULT " + json.dumps(res), flush=True)
     return 0
 

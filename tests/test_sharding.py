@@ -118,10 +118,10 @@ def test_sharded_user_and_ssp_item_steps_match_one_device_on_1_2_4_devices():
 
 
 @pytest.mark.slow   # `make test-slow` runs it with the multi-process `fit` test below
-def test_two_processes_through_jax_distributed_match_one_process(tmp_path):
-    """scripts/multihost.py: the bare solver loop on make_steps' sharded steps, 2 processes on
-    127.0.0.1 (jax.distributed + gloo collectives), each holding its share of the row-sharded
-    layouts, gives the single-process model."""
+def test_two_processes_share_process_zeros_secret(tmp_path):
+    """scripts/multihost.py without a noise seed: each process would draw its own OS-entropy
+    secret; the run uses process 0's (broadcast), so both processes hold the same V — with
+    per-process secrets JAX refuses the 'replicated' V, or the models differ."""
     script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "scripts", "multihost.py")
     p = subprocess.run([sys.executable, script, "launch", "--num-processes", "2",
@@ -133,7 +133,7 @@ def test_two_processes_through_jax_distributed_match_one_process(tmp_path):
     assert [w["global_devices"] for w in res["workers"]] == [2, 2]
     assert sorted(w["process"] for w in res["workers"]) == [0, 1]
     assert res["max_abs_diff_between_processes"] == 0.0
-    assert res["max_abs_diff_vs_single_process"] <= 1e-4 * max(1.0, res["scale"])
+    assert "max_abs_diff_vs_single_process" not in res   # unseeded: no reference to match
 
 
 FIT_SCRIPT = textwrap.dedent("""
@@ -280,13 +280,13 @@ def test_cli_train_refuses_more_devices_than_can_exist(tmp_path):
 
 @pytest.mark.slow   # three processes (~40 s); the 1/2/4-device tests above stay in the default suite
 def test_fit_across_two_processes_matches_one_process(tmp_path):
-    """`scripts/multihost.py launch --fit`: dpmt.train.loop.fit itself under jax.distributed,
+    """`scripts/multihost.py launch --noise-seed 0`: fit itself under jax.distributed,
     ExecutionConfig(devices=2) spanning both processes (noisy GD: the per-user norms are
     all-reduced across the processes), same V, ε and Recall@20 as one process."""
     script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "scripts", "multihost.py")
-    p = subprocess.run([sys.executable, script, "launch", "--num-processes", "2", "--fit",
-                        "--solver", "gd", "--out", str(tmp_path), "--iterations", "2",
+    p = subprocess.run([sys.executable, script, "launch", "--num-processes", "2",
+                        "--noise-seed", "0", "--solver", "gd", "--out", str(tmp_path), "--iterations", "2",
                         "--users", "300", "--items", "100", "--interactions", "5000",
                         "--timeout", "240"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-4000:])

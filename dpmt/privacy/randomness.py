@@ -161,3 +161,26 @@ class NoiseSource:
     @classmethod
     def from_private_state(cls, d: dict) -> "NoiseSource":
         return cls(bytes.fromhex(d["secret_hex"]), reproducible=bool(d["reproducible"]))
+
+
+def shared_across_processes(source: NoiseSource) -> NoiseSource:
+    """The source every process of a multi-process (``jax.distributed``) run uses: process
+    0's.
+
+    Each process of one training run executes the same program; if each drew its own
+    OS-entropy secret, the "replicated" releases would carry different noise on each host and
+    disagree (JAX refuses such an array; averaged, the noise would shrink by √P and ε would
+    not hold). So the 32 bytes travel from process 0 to the others over the run's own
+    collectives, i.e. among the trainer's processes only. A single process returns
+    ``source`` itself (nothing is communicated).
+    """
+    import jax
+
+    if jax.process_count() == 1:
+        return source
+    from jax.experimental import multihost_utils
+
+    words = np.frombuffer(source.secret, dtype=np.uint32).copy()
+    agreed = np.asarray(multihost_utils.broadcast_one_to_all(words), dtype=np.uint32)
+    return NoiseSource(agreed.tobytes(), reproducible=source.reproducible)
+

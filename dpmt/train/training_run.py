@@ -35,7 +35,7 @@ from dpmt.config import ExecutionConfig, TrainConfig
 from dpmt.errors import ConfigError, DataError
 from dpmt.privacy import PrivacyLedger, private_counts
 from dpmt.privacy.mechanisms import select_items
-from dpmt.privacy.randomness import NoiseSource
+from dpmt.privacy.randomness import NoiseSource, shared_across_processes
 from dpmt.registry import TASKS
 from dpmt.train.checkpoint import Checkpoint, LoopState, data_fingerprint
 from dpmt.train.checks import (check_inputs, check_resumed_ledger, check_weight_budget,
@@ -118,7 +118,9 @@ def setup(train, config: TrainConfig | None = None, *, validation=None, test=Non
     # refuses an unmeetable budget before data; the sampler's δ from the data's public shape
     plan = make_plan(cfg, select_items=select, draws=_draws(cfg, train, item_features,
                                                             charged_draws))
-    src = noise if noise is not None else NoiseSource.create(cfg.noise_seed)
+    # one secret for every process of a jax.distributed run (process 0's)
+    src = shared_across_processes(noise if noise is not None
+                                  else NoiseSource.create(cfg.noise_seed))
     ledger = None if plan is None else PrivacyLedger(cfg.delta, epsilon_budget=cfg.epsilon,
                                                      accountant=cfg.accountant)
     ckpt = Checkpoint(run_dir) if run_dir is not None else None
