@@ -12,14 +12,16 @@ Popularity comes from one of:
   pairs. A stream may re-rate: a (user, item) pair rated several times counts once (the
   pair's first rating in the data's order is kept; only the pair matters for a count).
   Each user then keeps at most ``cap_k`` of their distinct items (a uniformly random
-  subset); per-item counts of the kept pairs get i.i.d. Gaussian noise. Adding or removing
-  one user changes at most ``k`` counts, each by 1, so the L2 sensitivity is ``√k`` and the
-  noise is ``σ = z·√k`` for noise multiplier ``z``. Without the de-duplication one user
-  re-rating one item k times would move that count by k (L2 ``k``, not ``√k``). The
-  release is ``(ε_h, δ_h)``-DP at the **user level** (add/remove one
-  user), with ``ε_h`` from ``dp_accounting``'s exact analytic Gaussian-mechanism conversion
-  (``get_epsilon_gaussian``); give either ``hist_epsilon`` (then ``z`` is calibrated with
-  ``get_sigma_gaussian``) or ``noise_multiplier``. The item universe (the list of item ids)
+  subset); per-item counts of the kept pairs get i.i.d. discrete Gaussian noise — the
+  same release as training's task sizes (:func:`dpmt.privacy.private_counts`: integers, so
+  no floating-point structure to read, recorded in a ledger). Adding or removing one user
+  changes at most ``k`` counts, each by 1, so the L2 sensitivity is ``√k`` and the noise is
+  ``σ = z·√k`` for noise multiplier ``z``. Without the de-duplication one user re-rating
+  one item k times would move that count by k (L2 ``k``, not ``√k``). The release is
+  ``(ε_h, δ_h)``-DP at the **user level** (add/remove one user), with ``ε_h`` from
+  ``dp_accounting``'s privacy loss distribution of the discrete Gaussian; give either
+  ``hist_epsilon`` (then ``σ`` is calibrated with :func:`dpmt.privacy.calibrate`) or
+  ``noise_multiplier``. The item universe (the list of item ids)
   is treated as public.
 * ``"exact"``: the true counts (not private; for comparison only).
 * an array of public per-item scores (e.g. from public metadata).
@@ -53,7 +55,6 @@ import dataclasses
 
 import numpy as np
 
-from dpmt.data.splits import cap_mask
 from dpmt.errors import ConfigError, DataError, DpmtError, check_range
 from dpmt.online.hypotheses import HypothesisClass, thresholds
 from dpmt.online.streams import Stream
@@ -175,51 +176,68 @@ def distinct_pairs(user: np.ndarray, item: np.ndarray, n_items: int) -> np.ndarr
     return np.sort(first)
 
 
-def histogram_epsilon(noise_multiplier: float, delta: float) -> float:
-    """User-level ε at ``delta`` of the capped Gaussian histogram with noise multiplier
-    ``z = σ/√k`` (exact analytic Gaussian mechanism, via dp_accounting)."""
-    from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
+def histogram_epsilon(noise_multiplier: float, delta: float, cap_k: int) -> float:
+    """User-level ε at ``delta`` of the capped histogram: the discrete Gaussian counts
+    release of :mod:`dpmt.privacy` (k coordinates moved by ≤ 1 each, σ = z·√k), accounted by
+    dp_accounting's PLD — the same release and accountant as training's task sizes."""
+    from dpmt.privacy.ledger import epsilon_of
+    from dpmt.privacy.mechanisms import counts_release
 
-    return float(get_epsilon_gaussian(float(noise_multiplier), float(delta)))
+    sigma = float(noise_multiplier) * np.sqrt(int(cap_k))
+    return float(epsilon_of([counts_release(int(cap_k), sigma)], float(delta)))
 
 
 def private_item_counts(ratings, *, cap_k: int = 50, hist_epsilon: float | None = 1.0,
                         hist_delta: float = 1e-6, noise_multiplier: float | None = None,
-                        seed=None) -> tuple[np.ndarray, dict]:
-    """Gaussian-noised per-item counts of distinct (user, item) pairs, each user capped at
-    ``cap_k`` distinct items (so the L2 sensitivity is ``√cap_k``, re-ratings included).
+                        seed=None, noise=None) -> tuple[np.ndarray, dict]:
+    """Noisy per-item counts of distinct (user, item) pairs, each user capped at ``cap_k``
+    distinct items (so the L2 sensitivity is ``√cap_k``, re-ratings included): training's
+    own counts release, :func:`dpmt.privacy.private_counts` (integers, exact discrete
+    Gaussian, recorded in a :class:`~dpmt.privacy.PrivacyLedger`), unclamped.
 
-    Give ``hist_epsilon`` (calibrates the noise) or ``noise_multiplier`` (then ε is
-    computed). ``seed``: None (default) draws the capping and the noise from OS entropy;
-    an int makes them reproducible — then the histogram is NOT private against anyone who
-    knows the seed. Returns ``(noisy_counts, info)`` with ``info`` holding ``epsilon``,
-    ``delta``, ``sigma``, ``noise_multiplier``, ``cap_k``, ``l2_sensitivity``,
-    ``distinct_pairs`` (the number of (user, item) pairs before capping).
+    Give ``hist_epsilon`` (the noise is calibrated to it with :func:`dpmt.privacy.calibrate`)
+    or ``noise_multiplier`` z (σ = z·√k; then ε is computed). Randomness: ``noise`` (a
+    :class:`~dpmt.privacy.randomness.NoiseSource`), else ``seed``: None (default) draws a
+    secret from OS entropy; an int makes the capping and the noise reproducible — then the
+    histogram is NOT private against anyone who knows the seed. Returns
+    ``(noisy_counts, info)`` with ``info`` holding ``epsilon``, ``delta``, ``sigma``,
+    ``noise_multiplier``, ``cap_k``, ``l2_sensitivity``, ``distinct_pairs`` (the number of
+    (user, item) pairs before capping), ``mechanism`` and the ledger (``ledger``, JSON).
     """
-    from dp_accounting.gaussian_mechanism import get_sigma_gaussian
+    from dpmt.privacy import PrivacyLedger, calibrate, private_counts
+    from dpmt.privacy.calibration import PlannedRelease
+    from dpmt.privacy.mechanisms import counts_release
+    from dpmt.privacy.randomness import NoiseSource
 
     check_range("cap_k", cap_k, low=1, integer=True)
     check_range("hist_delta", hist_delta, low=0, high=1, low_open=True, high_open=True)
     cap_k = int(cap_k)
+    shape = counts_release(cap_k, 1.0)
     if noise_multiplier is None:
         if hist_epsilon is None:
             raise ConfigError("give hist_epsilon or noise_multiplier for the private histogram")
         check_range("hist_epsilon", hist_epsilon, low=0, low_open=True)
-        z = float(get_sigma_gaussian(float(hist_epsilon), float(hist_delta)))
+        planned = PlannedRelease(shape.name, shape.sensitivity, mechanism=shape.mechanism,
+                                 coordinates=shape.coordinates, step=shape.step)
+        sigma = calibrate([planned], float(hist_epsilon), float(hist_delta)).releases[0].noise_std
     else:
         check_range("noise_multiplier", noise_multiplier, low=0, low_open=True)
-        z = float(noise_multiplier)
-    eps = histogram_epsilon(z, hist_delta)
-    rng = np.random.default_rng(seed)
+        sigma = float(noise_multiplier) * shape.sensitivity
+    if noise is None:
+        noise = NoiseSource.create(None if seed is None else int(seed))
     user, item = np.asarray(ratings.user), np.asarray(ratings.item)
-    pairs = distinct_pairs(user, item, ratings.n_items)
-    keep = pairs[cap_mask(user[pairs], cap_k, rng)]   # one per distinct pair, ≤ k per user
-    counts = np.bincount(item[keep], minlength=ratings.n_items)
-    sigma = z * np.sqrt(cap_k)
-    noisy = counts + rng.normal(0.0, sigma, size=counts.shape)
-    return noisy, {"epsilon": eps, "delta": float(hist_delta), "sigma": float(sigma),
-                   "noise_multiplier": z, "cap_k": cap_k, "l2_sensitivity": float(np.sqrt(cap_k)),
-                   "distinct_pairs": int(pairs.size)}
+    pairs = distinct_pairs(user, item, ratings.n_items)   # one per distinct pair
+    ledger = PrivacyLedger(float(hist_delta))
+    noisy, rel = private_counts(user[pairs], item[pairs], ratings.n_items, k=cap_k,
+                                noise_std=sigma, cap_rng=noise.numpy_rng("histogram/cap"),
+                                noise_rng=noise.random("histogram/noise"), ledger=ledger,
+                                minimum=None)
+    return noisy.astype(float), {
+        "epsilon": float(ledger.epsilon()), "delta": float(hist_delta),
+        "sigma": float(rel.noise_std), "noise_multiplier": float(rel.noise_multiplier),
+        "cap_k": cap_k, "l2_sensitivity": float(rel.sensitivity),
+        "distinct_pairs": int(pairs.size), "mechanism": rel.mechanism,
+        "ledger": ledger.to_dict()}
 
 
 def popularity_buckets(scores, n_buckets: int, seed=None) -> np.ndarray:
@@ -543,7 +561,8 @@ def ratings_stream(ratings=None, *, dataset: str = "ml-100k", buckets: int = 32,
         scores, info = private_item_counts(ratings, cap_k=cap_k, hist_epsilon=hist_epsilon,
                                            hist_delta=hist_delta,
                                            noise_multiplier=noise_multiplier,
-                                           seed=np.random.default_rng(s_hist))
+                                           seed=None if seed is None else int(
+                                               s_hist.generate_state(1)[0]))
         kind = "private"
     elif isinstance(popularity, str) and popularity == "exact":
         scores = ratings.item_counts().astype(float)

@@ -113,7 +113,7 @@ def counts_release(k: int, noise_std: float, *, name: str = "item_counts",
 def private_counts(user_ids, item_ids, n_items: int, *, k: int, noise_std: float,
                    cap_rng, noise_rng: random.Random, ledger: PrivacyLedger | None = None,
                    name: str = "item_counts", include_user_count: bool = False,
-                   delta: float = 0.0,
+                   delta: float = 0.0, minimum: int | None = 1,
                    ) -> tuple[np.ndarray, Release] | tuple[np.ndarray, int, Release]:
     """Noisy task sizes n̂_i: the capped histogram plus discrete Gaussian noise, integers.
 
@@ -130,6 +130,8 @@ def private_counts(user_ids, item_ids, n_items: int, *, k: int, noise_std: float
       cap_rng: ``np.random.Generator`` for the capping (or a JAX key).
       noise_rng: ``random.Random`` bit source for the noise (``NoiseSource.random(label)``).
       delta: the release's extra δ (private partition selection, :func:`partition_threshold`).
+      minimum: the released counts are clamped at it (post-processing; None: unclamped,
+        what a ranking by popularity wants).
 
     With ``include_user_count`` the number of users n is released in the same mechanism as
     one extra coordinate (a user adds 1 to it), since the optimal weights' normalisation
@@ -153,7 +155,9 @@ def private_counts(user_ids, item_ids, n_items: int, *, k: int, noise_std: float
                              delta=delta)
     if ledger is not None:
         ledger.record(release)
-    noisy = np.maximum(hist + sample_discrete_gaussian(noise_std, len(hist), noise_rng), 1)
+    noisy = hist + sample_discrete_gaussian(noise_std, len(hist), noise_rng)
+    if minimum is not None:
+        noisy = np.maximum(noisy, minimum)
     if include_user_count:
         return noisy[:-1], int(noisy[-1]), release
     return noisy, release

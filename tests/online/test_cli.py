@@ -36,7 +36,7 @@ def test_stream_runs_and_writes_json(predictor, tmp_path, capsys):
         assert res["privacy"]["delta"] == 0 and res["privacy"]["epsilon"] <= 1.0
     else:
         assert res["privacy"] == {**res["privacy"], "epsilon": 0.0, "delta": 1e-3}
-    assert res["histogram_privacy"]["epsilon"] == pytest.approx(1.0)
+    assert res["histogram_privacy"]["epsilon"] == pytest.approx(1.0, rel=5e-3)
 
 
 def test_stream_json_has_no_seed_unless_given_and_then_warns(tmp_path, capsys):
@@ -250,7 +250,7 @@ def test_stream_compare_reports_both_features_and_plots(planted_model, tmp_path,
         0.95 * res["features"]["popularity"]["best_in_class_mistakes"]
     pr = res["privacy"]
     assert pr["model"]["epsilon"] == pytest.approx(planted_model["epsilon"])
-    assert pr["histogram"]["epsilon"] == pytest.approx(1.0)
+    assert pr["histogram"]["epsilon"] == pytest.approx(1.0, rel=5e-3)
     assert pr["predictors"]["soa"]["epsilon"] is None
     assert pr["predictors"]["name-and-shame"]["delta"] == pytest.approx(1e-4)
     if jdp_available():

@@ -29,23 +29,33 @@ def test_the_one_capping_keeps_at_most_k_per_user():
 
 
 def test_private_histogram_accounting(small):
+    """The stream's histogram is training's counts release: integers, discrete Gaussian,
+    calibrated and accounted by dp_accounting's PLD, recorded in a ledger."""
+    from dpmt.privacy.ledger import epsilon_of
+    from dpmt.privacy.mechanisms import counts_release
+
     noisy, info = private_item_counts(small, cap_k=10, hist_epsilon=2.0, hist_delta=1e-5, seed=0)
     assert noisy.shape == (small.n_items,)
-    # σ = z·√k with z the analytic-Gaussian multiplier for (2, 1e-5): ε round-trips
+    assert np.array_equal(noisy, np.round(noisy))            # integers: no float structure
+    assert info["mechanism"] == "discrete_gaussian"
     assert info["sigma"] == pytest.approx(info["noise_multiplier"] * np.sqrt(10))
-    assert info["epsilon"] == pytest.approx(2.0, rel=1e-6)
+    # calibrated: at most the target, within the calibration's tolerance of it
+    assert 2.0 * (1 - 5e-3) <= info["epsilon"] <= 2.0 + 1e-9
+    assert info["epsilon"] == pytest.approx(
+        epsilon_of([counts_release(10, info["sigma"])], 1e-5), rel=1e-9)
     assert info["l2_sensitivity"] == pytest.approx(np.sqrt(10))
+    assert [r["name"] for r in info["ledger"]["releases"]] == ["item_counts"]
     # more noise, smaller ε
-    assert histogram_epsilon(info["noise_multiplier"] * 2, 1e-5) < 2.0
+    assert histogram_epsilon(info["noise_multiplier"] * 2, 1e-5, 10) < 2.0
     _, info2 = private_item_counts(small, cap_k=10, hist_epsilon=None, noise_multiplier=3.0,
                                    hist_delta=1e-5)
-    assert info2["epsilon"] == pytest.approx(histogram_epsilon(3.0, 1e-5))
+    assert info2["epsilon"] == pytest.approx(histogram_epsilon(3.0, 1e-5, 10))
 
 
 def test_histogram_noise_scale(small):
     # With a cap no user reaches, the capped counts are the exact counts of distinct
-    # (user, item) pairs, so the released counts minus those are the noise: N(0, σ²) with
-    # σ = z·√k.
+    # (user, item) pairs, so the released counts minus those are the noise: N_Z(0, σ²) with
+    # σ = z·√k (unclamped: a ranking reads them).
     k = 10 ** 4
     pairs = np.unique(np.asarray(small.user, np.int64) * small.n_items + small.item)
     exact = np.bincount(pairs % small.n_items, minlength=small.n_items)
@@ -99,7 +109,7 @@ def test_ratings_stream_order_and_labels(small):
     assert np.array_equal(rs.ys, (small.value[rs.order] >= 4).astype(np.int8))
     assert np.array_equal(rs.xs, rs.bucket_of_item[small.item[rs.order]])
     assert rs.H.n_points == 8 and rs.H.n_hypotheses == 9
-    assert rs.popularity == "private" and rs.hist_epsilon == pytest.approx(1.0)
+    assert rs.popularity == "private" and rs.hist_epsilon == pytest.approx(1.0, rel=5e-3)
     assert rs.features == "popularity" and rs.skipped == 0 and rs.scores is None
     lim = ratings_stream(small, buckets=8, seed=3, limit=100)
     assert len(lim) == 100 and np.array_equal(lim.xs, rs.xs[:100])
