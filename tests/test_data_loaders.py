@@ -159,7 +159,7 @@ def test_explicit_fmt_alias(tmp_path):
     p = write(tmp_path, "whatever.txt", "1::2::3::4\n")
     assert load_file(p, fmt="ml-1m").nnz == 1
     with pytest.raises(ConfigError, match="unknown format"):
-        load_file(p, fmt="parquet")
+        load_file(p, fmt="xlsx")
 
 
 # ---------------------------------------------------------------------------------------

@@ -186,7 +186,7 @@ def test_loader_structured_with_one_mutation(tmpdir_, rows, fmt, crlf, bom, trai
         err = ("negative", k)
     elif mutation == "text_id":
         fields[k][1] = "item" + fields[k][1]
-        if fmt == "inter":                       # RecBole tokens may be text
+        if fmt in ("inter", "csv"):              # RecBole tokens, a CSV header's ids: text
             text_ids = True
         else:
             err = ("item id", k)

@@ -462,7 +462,7 @@ def dataset_items(name: str, data_dir: str | Path = "data") -> Path | None:
 
 def _generic_ratings(p: Path) -> Path:
     """The ratings file inside a dataset folder."""
-    for cand in ("u.data", "ratings.dat", "ratings.csv"):
+    for cand in ("u.data", "ratings.dat", "ratings.csv", "ratings.parquet"):
         if (p / cand).is_file():
             return p / cand
     inter = sorted(p.glob("*.inter"))
@@ -473,7 +473,7 @@ def _generic_ratings(p: Path) -> Path:
     if inter:
         return inter[0]
     raise DataError(f"no ratings file in folder {p}: expected u.data, ratings.dat, "
-                    f"ratings.csv or a RecBole *.inter file")
+                    f"ratings.csv, ratings.parquet or a RecBole *.inter file")
 
 
 def load(spec: str | Path, data_dir: str | Path = "data", fetch_if_missing: bool = True,
@@ -578,7 +578,7 @@ def load(spec: str | Path, data_dir: str | Path = "data", fetch_if_missing: bool
     if p.is_dir():
         p = _generic_ratings(p)
     if p.is_file():
-        generic = p.name in ("u.data", "ratings.dat", "ratings.csv")
+        generic = p.name in ("u.data", "ratings.dat", "ratings.csv", "ratings.parquet")
         nm = p.parent.name if generic and p.parent.name else p.stem
         return load_file(p, name=name or nm, columns=columns, items=items, **opts)
     raise DataError(f"unknown dataset {s!r}: not a known name ({', '.join(REGISTRY)}), not "

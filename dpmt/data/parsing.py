@@ -19,6 +19,7 @@ are the same on both paths and name the offending line too.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import decimal
 import io
@@ -33,10 +34,11 @@ import numpy as np
 from dpmt.errors import ConfigError, DataError
 
 __all__ = ["FORMATS", "MOVIELENS_RATING_RANGE", "FIELDS", "Layout", "layout", "parse_body",
-           "check_values", "first_line", "token_problem", "canonical_int_ids"]
+           "check_values", "where", "first_line", "token_problem", "canonical_int_ids"]
 
 #: Canonical format names and their aliases.
 FORMATS = {
+    "parquet": "parquet", "pq": "parquet",
     "tsv": "tsv", "udata": "tsv", "u.data": "tsv", "ml-100k": "tsv",
     "dat": "dat", "ml-1m": "dat", "ml-10m": "dat",
     "csv": "csv", "ml-20m": "csv", "ml-25m": "csv", "ml-latest": "csv",
@@ -69,8 +71,13 @@ class Layout:
     """Where the fields live in a file, and how to read them.
 
     ``cols`` maps field name (``user``, ``item``, ``rating``, ``timestamp``) to column index;
-    ``token`` is True where user/item ids may be arbitrary text (RecBole ``:token``);
-    ``float_time`` allows fractional timestamps (RecBole ``timestamp:float``), rounded.
+    ``token`` is True where user/item ids may be arbitrary text (RecBole ``:token``, and
+    the columns of a CSV/TSV file with a header, e.g. IMDb's ``tt0111161``): kept as exact
+    text unless every id is a canonical integer; ``float_time`` allows fractional
+    timestamps (RecBole ``timestamp:float``), rounded; ``quoting``: fields may be quoted as
+    in RFC 4180 (``"22"``, ``"a,b"``, a quote inside written twice; CSV files, TSV files with
+    a header);
+    ``unit``: what a position in the source is called in messages (lines of a file).
     """
 
     sep: str
@@ -80,6 +87,7 @@ class Layout:
     rating_range: tuple | None
     token: bool = False
     float_time: bool = False
+    quoting: bool = False
     unit: str = "lines"
 
 
@@ -110,13 +118,15 @@ _FLAG = "--columns user=COL,item=COL,rating=COL,timestamp=COL"
 
 
 def _header_columns(names: list[str], columns: dict | None, defaults: dict, path: Path,
-                    what: str, first: str) -> dict:
-    """Field -> column index from the header ``names``.
+                    what: str, first: str, at: str | None = None) -> dict:
+    """Field -> column index from the header ``names``; ``at`` prefixes the messages
+    (default ``path:1``, the header line).
 
     Fields named in ``columns`` are looked up by that name (exact, else the one
     case-insensitive match) and must exist; the others by their usual names in
     ``defaults`` (case-insensitive), and only user and item are required.
     """
+    at = at or f"{path}:1"
     low = [n.lower() for n in names]
     shown = ", ".join(repr(n) for n in names[:40]) + (", ..." if len(names) > 40 else "")
     cols: dict[str, int] = {}
@@ -125,7 +135,7 @@ def _header_columns(names: list[str], columns: dict | None, defaults: dict, path
         if not hits:
             hits = [j for j, n in enumerate(low) if n == want.lower()]
         if len(hits) > 1:
-            raise DataError(f"{path}:1: the {what} has {len(hits)} columns named {want!r} "
+            raise DataError(f"{at}: the {what} has {len(hits)} columns named {want!r} "
                             f"(columns {', '.join(str(j + 1) for j in hits)}), so the "
                             f"{key!r} entry of columns= is ambiguous; rename one of them in "
                             f"the file")
@@ -134,13 +144,13 @@ def _header_columns(names: list[str], columns: dict | None, defaults: dict, path
                     "; the first line must be a header row naming the columns (a file "
                     "without a header is read without columns=, as user,item[,rating"
                     "[,timestamp]])")
-            raise DataError(f"{path}:1: the {what} has no column {want!r}; its columns are "
+            raise DataError(f"{at}: the {what} has no column {want!r}; its columns are "
                             f"{shown}. Fix the {key!r} entry of columns= (CLI: --columns "
                             f"{key}=COL){hint}")
         j = hits[0]
         other = [k for k, c in cols.items() if c == j]
         if other:
-            raise DataError(f"{path}:1: columns= maps both {other[0]!r} and {key!r} to "
+            raise DataError(f"{at}: columns= maps both {other[0]!r} and {key!r} to "
                             f"column {names[j]!r}; give each field its own column "
                             f"(CLI: {_FLAG})")
         cols[key] = j
@@ -154,14 +164,21 @@ def _header_columns(names: list[str], columns: dict | None, defaults: dict, path
     for key in ("user", "item"):
         if key not in cols:
             raise DataError(
-                f"{path}:1: {what} {first!r} has no {key} column (expected one of "
+                f"{at}: {what} {first!r} has no {key} column (expected one of "
                 f"{', '.join(defaults[key])}); name it with columns={{{key!r}: COL}} "
                 f"(CLI: --columns {key}=COL), or fix the header")
     return cols
 
 
 def _header_names(first: str, sep: str) -> list[str]:
-    return [f.strip().strip('"').strip() for f in first.split(sep)]
+    if '"' in first:                                      # quoted names (RFC 4180)
+        try:
+            fields = next(csv.reader([first], delimiter=sep, strict=True))
+        except csv.Error:
+            fields = first.split(sep)
+    else:
+        fields = first.split(sep)
+    return [f.strip().strip('"').strip() for f in fields]
 
 
 def layout(fmt: str, data: bytes, path: Path, rating_range, columns: dict | None = None
@@ -190,7 +207,8 @@ def layout(fmt: str, data: bytes, path: Path, rating_range, columns: dict | None
         if header:
             what = "CSV header" if fmt == "csv" else "TSV header"
             cols = _header_columns(names, columns, _CSV_NAMES, path, what, first)
-            return Layout(sep, len(names), cols, 1, mlr)
+            # your own file: ids may be text (IMDb's tt0111161), fields may be quoted
+            return Layout(sep, len(names), cols, 1, mlr, token=True, quoting=True)
         if fmt == "tsv":
             return Layout("\t", 4, fixed, 0, mlr)
         n = len(names)
@@ -198,7 +216,7 @@ def layout(fmt: str, data: bytes, path: Path, rating_range, columns: dict | None
             raise DataError(f"{path}:1: expected comma-separated user,item[,rating"
                             f"[,timestamp]] but found {first!r}")
         cols = dict(zip(FIELDS, range(min(n, 4))))
-        return Layout(",", n, cols, 0, mlr)
+        return Layout(",", n, cols, 0, mlr, quoting=True)
     if fmt == "inter":
         fields = first.split("\t")
         names = [f.strip().partition(":")[0] for f in fields]
@@ -322,9 +340,21 @@ def _fast_parse(data: bytes, lay: Layout) -> dict[str, np.ndarray]:
             # sorted positions + right counts: each line has its k separators inside it
             if np.any(seps[:, 0] < line_start) or np.any(seps[:, -1] > nl):
                 raise _GiveUp
+        quotes = lay.quoting and bool(np.any(buf == 34))  # '"'
+        n_quoted = 0
         for key, c in lay.cols.items():
             start = line_start if c == 0 else seps[:, c - 1] + 1
             end = nl if c == k else seps[:, c]
+            if quotes:
+                # "22": drop the quotes of a field that opens and closes with one. Anything
+                # else with a quote (a quote inside, a quoted separator, an unused quoted
+                # column) leaves a quote uncounted below: the slow path reads it.
+                q = (buf[start] == 34) & (end - start >= 2)
+                if q.any():
+                    if np.any(buf[end[q] - 1] != 34):
+                        raise _GiveUp
+                    n_quoted += int(q.sum())
+                    start, end = start + q, end - q
             if lay.token and key in ("user", "item"):
                 # RecBole tokens are strings: '007' and '7' are different ids, so only
                 # canonical integers (no leading zero) may be read as numbers here.
@@ -333,6 +363,8 @@ def _fast_parse(data: bytes, lay: Layout) -> dict[str, np.ndarray]:
             allow_dot = key == "rating" or (key == "timestamp" and lay.float_time)
             vals = _parse_column(buf, start, end, allow_dot)
             out[key][row:row + n] = np.rint(vals) if out[key].dtype.kind == "i" else vals
+        if quotes and 2 * n_quoted != int(np.count_nonzero(buf == 34)):
+            raise _GiveUp
 
     # numpy releases the GIL in these kernels, so threads parse chunks in parallel.
     workers = min(_MAX_THREADS, os.cpu_count() or 1, len(chunks))
@@ -431,7 +463,15 @@ def _slow_parse(data: bytes, lay: Layout, path: Path):
         line = raw.decode("utf-8", errors="surrogateescape").rstrip("\r\n")
         if not line.strip():
             continue
-        fields = line.split(sep)
+        if lay.quoting and '"' in line:
+            try:
+                fields = next(csv.reader([line], delimiter=sep, strict=True))
+            except csv.Error as e:
+                raise DataError(f"{path}:{lineno}: badly quoted field ({e}): {line[:80]!r}; "
+                                f"a quoted field opens and closes on one line, and a quote "
+                                f"inside it is written twice (\"\")") from None
+        else:
+            fields = line.split(sep)
         if len(fields) != lay.ncols:
             raise DataError(f"{path}:{lineno}: expected {lay.ncols} fields separated by "
                             f"{sep_name}, found {len(fields)}: {line[:80]!r}")
@@ -499,10 +539,16 @@ def _rating_problem(v: float, rr) -> str | None:
     return None
 
 
+def where(path, lay: Layout, n: int) -> str:
+    """``path:LINE`` for text files, ``path, row N`` for tables (Parquet)."""
+    return f"{path}:{n}" if lay.unit == "lines" else f"{path}, row {n}"
+
+
 def check_values(cols: dict, lines: np.ndarray | None, lay: Layout, path: Path) -> None:
     """Vectorised value checks for the fast path (the slow path checks inline)."""
-    def lineno(i):
-        return int(lines[i]) if lines is not None else lay.header_lines + int(i) + 1
+    def at(i):
+        return where(path, lay, int(lines[i]) if lines is not None
+                     else lay.header_lines + int(i) + 1)
 
     if "rating" in cols:
         r = cols["rating"]
@@ -512,7 +558,7 @@ def check_values(cols: dict, lines: np.ndarray | None, lay: Layout, path: Path) 
             bad |= (r < rr[0]) | (r > rr[1])
         if bad.any():
             i = int(np.argmax(bad))
-            raise DataError(f"{path}:{lineno(i)}: {_rating_problem(float(r[i]), rr)}")
+            raise DataError(f"{at(i)}: {_rating_problem(float(r[i]), rr)}")
 
 
 def parse_body(body: bytes, lay: Layout, path: Path) -> tuple[dict, np.ndarray | None]:
