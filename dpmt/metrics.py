@@ -9,7 +9,7 @@ Definitions (the protocol of Krichene et al. 2023, §5; Liang et al. 2018 for Re
 * ``NDCG@k = DCG@k / IDCG@k`` with binary relevance, ``DCG@k = Σ_{r<k} rel_r / log2(r + 2)``
   and the ideal DCG over ``min(k, |P_u|)`` relevant items.
 * Averages are over users with ``|P_u| ≥ 1``.
-* Popularity buckets (:func:`popularity_buckets`): items sorted by *training* count (ties by
+* Popularity buckets (:func:`dpmt.data.stats.popularity_buckets`): items sorted by *training* count (ties by
   index), split into 5 equal-size buckets (sizes differ by at most one), least popular first.
   A sliced metric for bucket ``b`` ranks only bucket ``b``'s items, uses only targets in
   ``b``, and averages over users with at least one target in ``b``.
@@ -37,19 +37,6 @@ ScoreFn = Callable[[jax.Array], jax.Array]
 
 
 # -- popularity -------------------------------------------------------------------------------
-def popularity_buckets(train_counts: np.ndarray, n_buckets: int = 5) -> np.ndarray:
-    """Bucket id (0 = least popular) of every item: items sorted by training count ascending
-    (stable: ties by item index) and split into ``n_buckets`` equal-size groups (sizes differ
-    by at most one). Returns int32 (m,)."""
-    counts = np.asarray(train_counts)
-    check_range("n_buckets", n_buckets, low=1, high=max(1, len(counts)), integer=True)
-    order = np.argsort(counts, kind="stable")
-    out = np.empty(len(counts), np.int32)
-    for b, part in enumerate(np.array_split(order, n_buckets)):
-        out[part] = b
-    return out
-
-
 def popularity_scores(train) -> np.ndarray:
     """The popularity baseline's score of every item: its training count, float32 (m,)."""
     return train.item_counts().astype(np.float32)
@@ -187,7 +174,7 @@ def ranking_metrics(U_eval: jax.Array | None, V: jax.Array | None, history, targ
         or the held-out users' fold-in history).
       targets: Ratings of the relevant items ``P_u`` (values ignored).
       ks: cut-offs.
-      item_buckets: int (m,) bucket id per item (from :func:`popularity_buckets` on the
+      item_buckets: int (m,) bucket id per item (from :func:`dpmt.data.stats.popularity_buckets` on the
         *training* counts), or None for overall metrics only.
       eval_users: int (n_eval,) dense ids of the users to evaluate; None = all users. Users
         without targets are skipped either way.

@@ -37,7 +37,8 @@ import sys
 import numpy as np
 
 from dpmt.config import ExecutionConfig, TrainConfig
-from dpmt.metrics import item_score_fn, popularity_buckets, ranking_metrics
+from dpmt.data.stats import popularity_buckets
+from dpmt.metrics import item_score_fn, ranking_metrics
 from dpmt.privacy.mechanisms import private_counts
 from dpmt.privacy.randomness import NoiseSource
 from dpmt.train.evaluate import evaluate, popularity_metrics, private_popularity_metrics

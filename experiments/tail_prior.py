@@ -38,7 +38,8 @@ import math
 import numpy as np
 
 from dpmt.config import ExecutionConfig, TrainConfig
-from dpmt.metrics import popularity_buckets, ranking_metrics
+from dpmt.data.stats import popularity_buckets
+from dpmt.metrics import ranking_metrics
 from dpmt.train.evaluate import private_popularity_metrics
 from dpmt.train.loop import fit
 from dpmt.train.rundir import prepare_data

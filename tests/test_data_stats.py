@@ -83,7 +83,7 @@ def test_summary_empty():
 
 def test_info_buckets_are_the_evaluation_buckets():
     """`dpmt info` and the reports number the same buckets the same way (B1 = tail)."""
-    from dpmt.metrics import popularity_buckets
+    from dpmt.data.stats import popularity_buckets
 
     counts = [9, 0, 4, 4, 1, 7, 2, 2, 3, 5, 6, 1]
     r = ratings_with_item_counts(counts)

@@ -7,8 +7,8 @@ import pytest
 
 from dpmt.data.ratings import Ratings
 from dpmt.errors import ConfigError
-from dpmt.metrics import (popularity_buckets, popularity_score_fn, popularity_scores,
-                          ranking_metrics, rmse)
+from dpmt.data.stats import popularity_buckets
+from dpmt.metrics import popularity_score_fn, popularity_scores, ranking_metrics, rmse
 
 KS = (1, 3, 10)
 

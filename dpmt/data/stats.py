@@ -11,14 +11,41 @@ import math
 import numpy as np
 
 from dpmt.data.ratings import Ratings
-from dpmt.errors import DataError
+from dpmt.errors import DataError, check_range
 
-__all__ = ["summary", "format_summary", "gini", "QUANTILES", "N_BUCKETS"]
+__all__ = ["summary", "format_summary", "gini", "popularity_buckets", "QUANTILES", "N_BUCKETS"]
 
 #: Quantiles of the per-item counts n_i reported by :func:`summary`.
 QUANTILES = (0.0, 0.10, 0.25, 0.50, 0.75, 0.90, 0.99, 1.0)
 #: Number of equal-size popularity buckets (the head/tail view of the evaluation protocol).
 N_BUCKETS = 5
+
+
+def popularity_buckets(scores, n_buckets: int = N_BUCKETS, *, ties="index") -> np.ndarray:
+    """Bucket id (0 = least popular) of every item: the items sorted by ``scores`` ascending
+    and split into ``n_buckets`` groups of equal size (sizes differ by at most one, the
+    larger first), i.e. rank quantiles.
+
+    The one bucketing of dpmt: the evaluation's head/tail view (scores = training counts,
+    ``ties="index"``: ties by item index, deterministic) and the online stream's features
+    (scores = released counts; ``ties="random"`` breaks ties from OS entropy, or pass a
+    ``np.random.Generator``). Returns int32 (m,).
+    """
+    scores = np.asarray(scores, dtype=float)
+    if scores.ndim != 1 or scores.size == 0 or not np.all(np.isfinite(scores)):
+        raise DataError("popularity scores must be a non-empty 1-D array of finite numbers")
+    check_range("n_buckets", n_buckets, low=1, high=scores.size, integer=True)
+    if isinstance(ties, str) and ties == "index":
+        order = np.argsort(scores, kind="stable")
+    else:
+        rng = np.random.default_rng() if isinstance(ties, str) and ties == "random" else ties
+        if not isinstance(rng, np.random.Generator):
+            raise DataError(f"ties must be 'index', 'random' or a numpy Generator (got {ties!r})")
+        order = np.lexsort((rng.random(scores.size), scores))
+    out = np.empty(scores.size, np.int32)
+    for b, part in enumerate(np.array_split(order, int(n_buckets))):
+        out[part] = b
+    return out
 
 
 def gini(x: np.ndarray) -> float:

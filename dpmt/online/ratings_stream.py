@@ -55,12 +55,13 @@ import dataclasses
 
 import numpy as np
 
+from dpmt.data.stats import popularity_buckets
 from dpmt.errors import ConfigError, DataError, DpmtError, check_range
 from dpmt.online.hypotheses import HypothesisClass, thresholds
 from dpmt.online.streams import Stream
 
 __all__ = ["RatingsStream", "ratings_stream", "load_ratings", "synthetic_ratings",
-           "private_item_counts", "popularity_buckets", "best_in_hindsight",
+           "private_item_counts", "best_in_hindsight",
            "histogram_epsilon", "distinct_pairs",
            "IncrementalFoldIn", "model_score_edges", "model_rows", "SCORE_EDGES", "FEATURES"]
 
@@ -238,20 +239,6 @@ def private_item_counts(ratings, *, cap_k: int = 50, hist_epsilon: float | None 
         "cap_k": cap_k, "l2_sensitivity": float(rel.sensitivity),
         "distinct_pairs": int(pairs.size), "mechanism": rel.mechanism,
         "ledger": ledger.to_dict()}
-
-
-def popularity_buckets(scores, n_buckets: int, seed=None) -> np.ndarray:
-    """Rank-quantile buckets of ``scores`` (0 = lowest); ties broken uniformly at random
-    (``seed`` None: from OS entropy)."""
-    check_range("buckets", n_buckets, low=1, integer=True)
-    scores = np.asarray(scores, dtype=float)
-    if scores.ndim != 1 or scores.size == 0 or not np.all(np.isfinite(scores)):
-        raise ConfigError("popularity scores must be a non-empty 1-D array of finite numbers")
-    rng = np.random.default_rng(seed)
-    order = np.lexsort((rng.random(scores.size), scores))
-    rank = np.empty(scores.size, np.int64)
-    rank[order] = np.arange(scores.size)
-    return (rank * int(n_buckets)) // scores.size
 
 
 def best_in_hindsight(H: HypothesisClass, xs, ys) -> tuple[int, int]:
@@ -576,7 +563,7 @@ def ratings_stream(ratings=None, *, dataset: str = "ml-100k", buckets: int = 32,
             raise ConfigError(f"public popularity scores need one value per item "
                               f"({ratings.n_items}); got shape {scores.shape}")
         kind = "public"
-    bucket_of_item = popularity_buckets(scores, int(buckets), seed=np.random.default_rng(s_buck))
+    bucket_of_item = popularity_buckets(scores, int(buckets), ties=np.random.default_rng(s_buck))
     xs = bucket_of_item[np.asarray(ratings.item)[order]]
     task = (f"will the user like the item (rating >= {like_threshold:g})? x = item popularity "
             f"bucket (1 of {int(buckets)}, from {kind} counts); class: thresholds over buckets")

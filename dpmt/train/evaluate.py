@@ -28,7 +28,7 @@ KS = (10, 20, 50)
 
 
 def _buckets(train):
-    from dpmt.metrics import popularity_buckets
+    from dpmt.data.stats import popularity_buckets
 
     counts = train.item_counts()
     return popularity_buckets(counts, min(5, max(1, train.n_items))), counts

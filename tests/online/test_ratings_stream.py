@@ -8,8 +8,9 @@ from dpmt.errors import DpmtError
 from dpmt.online import NameAndShame, SOA
 from dpmt.online.hypotheses import HypothesisClass, thresholds
 from dpmt.data.splits import cap_mask
+from dpmt.data.stats import popularity_buckets
 from dpmt.online.ratings_stream import (best_in_hindsight, histogram_epsilon,
-                                        popularity_buckets, private_item_counts,
+                                        private_item_counts,
                                         ratings_stream, synthetic_ratings)
 
 
@@ -79,7 +80,7 @@ def test_private_histogram_defaults_to_fresh_randomness(small):
 
 def test_popularity_buckets():
     scores = np.array([5.0, 1.0, 3.0, 3.0, 10.0, 0.0, 7.0, 2.0])
-    b = popularity_buckets(scores, 4, seed=0)
+    b = popularity_buckets(scores, 4, ties=np.random.default_rng(0))
     assert b.min() == 0 and b.max() == 3
     assert np.all(np.bincount(b) == 2)  # rank quantiles: equal-size buckets
     assert b[4] == 3 and b[5] == 0     # most / least popular
