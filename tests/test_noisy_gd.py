@@ -209,3 +209,91 @@ def test_dp_sgd_run_and_errors():
                  key=jax.random.key(0))
     with pytest.raises(ConfigError):
         noisy_gd_dp_event(1.0, 3, sampling_rate=1.5)
+
+
+# -- the fast embedding path of noisy_gd (blocked passes, per-call slot data) ---------------------
+UL_FULL = user_layout(R, dim=D)
+
+
+def _fast_sum(layout_u, mask):
+    from dpmt.solvers.noisy_gd import fast_clipped_sum, prepare_steps
+
+    V = PARAMS["params"]["embedding"]
+    data = prepare_steps(TL, layout_u, jnp.asarray(X), jnp.asarray(W), jnp.asarray(Y))
+    return fast_clipped_sum(V, TL, layout_u, jnp.asarray(X), data, jnp.float32(G_FAST),
+                            jnp.asarray(mask, jnp.float32))
+
+
+G_FAST = 2.5                       # clips about half the users
+
+
+@pytest.mark.parametrize("users", [None, UL, UL_FULL])
+def test_fast_clipped_sum_matches_reference(users):
+    """Same clipped sum and per-user norms as clipped_gradient_sum (the per-user norms over
+    the user layout or over the task layout), and the same sensitivity: removing one user
+    changes the sum by min(G, ‖g_j‖)."""
+    ones = np.ones(R.n_users, np.float32)
+    ref, ref_norms = clipped_gradient_sum(ENC, PARAMS, TL, X, W, Y, G_FAST, user_mask=ones)
+    got, norms = _fast_sum(users, ones)
+    np.testing.assert_allclose(got, ref["params"]["embedding"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(norms, ref_norms, rtol=1e-5, atol=1e-7)
+    assert np.sum(np.asarray(norms) > G_FAST) >= 3 and np.sum(np.asarray(norms) < G_FAST) >= 3
+    for j in np.argsort(-np.asarray(norms))[:3].tolist() + [int(np.argmin(norms))]:
+        mask = ones.copy()
+        mask[j] = 0
+        without, _ = _fast_sum(users, mask)
+        delta = float(np.linalg.norm(np.asarray(got) - np.asarray(without)))
+        assert delta <= G_FAST * (1 + 1e-5)
+        assert delta == pytest.approx(min(G_FAST, float(norms[j])), rel=1e-4, abs=1e-6)
+
+
+def _reference_gd(params, steps, key, optimizer, sampling_rate=None, reg=0.0, M=None, **kw):
+    """The embedding path as the parent commit ran it: make_noisy_gd_step per step."""
+    from dpmt.solvers.noisy_gd import make_noisy_gd_step
+
+    state = optimizer.init(params)
+    step = make_noisy_gd_step(ENC, optimizer, path="embedding", poisson=sampling_rate is not None)
+    scalars = (jnp.float32(kw["clip_norm"]), jnp.float32(kw["noise_multiplier"]),
+               jnp.float32(1.0 if sampling_rate is None else sampling_rate), jnp.float32(reg),
+               jnp.float32(R.n_users))
+    for t in range(steps):
+        params, state = step(params, state, TL, jnp.asarray(X), jnp.asarray(W), jnp.asarray(Y),
+                             jax.random.fold_in(key, t), *scalars, M)
+    return params
+
+
+@pytest.mark.parametrize("case", ["noise", "poisson+gravity", "noiseless"])
+def test_fast_noisy_gd_is_the_reference_step(case):
+    """noisy_gd's fast path makes the same steps as the per-step reference kernels: same
+    sample masks, clipped sums, noise (same key, same draws) and updates, to float32
+    summation order — with or without a user layout."""
+    B = RNG.normal(size=(D, D))
+    kw = {"noise": dict(clip_norm=2.5, noise_multiplier=1.3, reg=1.0),
+          "poisson+gravity": dict(clip_norm=2.5, noise_multiplier=1.0, sampling_rate=0.4,
+                                  reg=2.0, M=jnp.asarray(B @ B.T, jnp.float32)),
+          "noiseless": dict(clip_norm=1e6, noise_multiplier=0.0)}[case]
+    opt = optax.adam(0.05)
+    key = jax.random.key(5)
+    ref = _reference_gd(PARAMS, 6, key, opt, **kw)["params"]["embedding"]
+    M = kw.pop("M", None)
+    for users in (None, UL):
+        before = trace_count("fast_noisy_gradient")
+        got = noisy_gd(ENC, PARAMS, TL, X, W, Y, steps=6, key=key, optimizer=opt,
+                       extra_quadratic=M, user_layout=users, **kw)["params"]["embedding"]
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+        # compiled once per layout shapes and flags: a second call with other numbers (and a
+        # new optimizer object) traces nothing again
+        noisy_gd(ENC, PARAMS, TL, X, W * 0.5, Y, steps=2, key=jax.random.key(1),
+                 optimizer=optax.adam(0.01), extra_quadratic=M, user_layout=users,
+                 **{**kw, "clip_norm": 1.5})
+        assert trace_count("fast_noisy_gradient") - before <= 1
+
+
+def test_fast_path_refuses_a_foreign_user_layout():
+    other = user_layout(ratings(seed=1), dim=D)
+    with pytest.raises(ConfigError, match="transpose"):
+        noisy_gd(ENC, PARAMS, TL, X, W, Y, steps=1, clip_norm=1.0, noise_multiplier=1.0,
+                 key=jax.random.key(0), user_layout=other)
+    with pytest.raises(ConfigError, match="user layout"):
+        noisy_gd(ENC, PARAMS, TL, X, W, Y, steps=1, clip_norm=1.0, noise_multiplier=1.0,
+                 key=jax.random.key(0), user_layout=TL)

@@ -40,7 +40,7 @@ Per-user clipping is vectorised, never a Python loop over users:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import dp_accounting
 import jax
@@ -52,7 +52,7 @@ from dpmt.errors import ConfigError, check_range
 from dpmt.solvers import noise, sharding
 from dpmt.solvers.encoders import EmbeddingEncoder
 from dpmt.solvers.layout import (DEFAULT_MAX_CHUNK_BYTES, Chunk, Layout, count_trace,
-                                 gather_slots, require_unsegmented)
+                                 gather_slots, map_row_blocks, require_unsegmented)
 
 _HI = jax.lax.Precision.HIGHEST
 Loss = Callable[[jax.Array, jax.Array], jax.Array]
@@ -285,23 +285,163 @@ def _clipped_sum_impl(encoder, params, layout, X, weights, labels, clip_norm, us
                                 user_mask, loss, microbatch_size)
 
 
+# -- the fast path of noisy_gd: blocked passes, per-call constants hoisted ------------------------
+class SlotData(NamedTuple):
+    """Per-slot weights and labels of a layout, gathered once per :func:`noisy_gd` call
+    (they are the same at every step): per bucket, float32 ``(n_chunks, chunk_rows, L)``,
+    zero in pad slots."""
+
+    w: list
+    y: list
+
+
+def slot_data(layout: Layout, weights, labels) -> SlotData:
+    """:class:`SlotData` of ``layout`` (usable inside jit)."""
+    return SlotData([gather_slots(weights, b.chunks()) for b in layout.buckets],
+                    [gather_slots(labels, b.chunks()) for b in layout.buckets])
+
+
+class StepData(NamedTuple):
+    """What every step of :func:`noisy_gd`'s embedding path reads and no step changes: the
+    slots of the task layout (and of the user layout, when given) and ``‖x_j‖²``."""
+
+    items: SlotData
+    users: SlotData | None
+    x_sq: jax.Array
+
+
+@jax.jit
+def prepare_steps(items: Layout, users: Layout | None, X, weights, labels) -> StepData:
+    """:class:`StepData` of one :func:`noisy_gd` call."""
+    count_trace("noisy_gd_prepare")
+    return StepData(slot_data(items, weights, labels),
+                    None if users is None else slot_data(users, weights, labels),
+                    jnp.sum(X * X, axis=-1))
+
+
+def _residual_fn(loss: Loss):
+    grad_pred = jax.grad(lambda p, y: jnp.sum(loss(p, y)))     # elementwise ℓ'(p, y)
+    # w_ij ℓ'_ij, 0 in pad slots (where, not a product: pad slots may hold anything)
+    return lambda valid, w, pred, y: jnp.where(valid, w * grad_pred(pred, y), 0.0)
+
+
+def user_sq_sums(V, users: Layout, X, slots: SlotData, loss: Loss = squared_loss) -> jax.Array:
+    """``Σ_{i∈Ω^j} (w_ij ℓ'(⟨v_i, x_j⟩, y_ij))²`` per user (n_users,), over the *user* layout:
+    row sums (no scatter), the gathered rows are item rows ``v_i`` (a small table), in
+    cache-sized blocks of rows."""
+    resid = _residual_fn(loss)
+
+    def chunk(c: Chunk, w, y):
+        def block(sc: Chunk, w, y):
+            pred = jnp.sum(V[sc.cols] * X[sc.rows][:, None, :], axis=-1)   # (k, L), one fusion
+            r = resid(sc.valid, w, pred, y)
+            return jnp.sum(r * r, axis=-1)
+        return map_row_blocks(block, c, w, y, dim=V.shape[-1])
+
+    return users.assemble(users.map_chunks(chunk, slots.w, slots.y))
+
+
+def item_sq_sums(V, items: Layout, X, slots: SlotData, loss: Loss = squared_loss) -> jax.Array:
+    """:func:`user_sq_sums` over the task layout (when no user layout is given): per-slot
+    residuals in blocks, then a segment sum over users (a scatter)."""
+    resid = _residual_fn(loss)
+
+    def chunk(c: Chunk, w, y):
+        def block(sc: Chunk, w, y):
+            pred = jnp.einsum("nld,nd->nl", X[sc.cols], V[sc.rows], precision=_HI)
+            r = resid(sc.valid, w, pred, y)
+            return r * r
+        return map_row_blocks(block, c, w, y, dim=V.shape[-1])
+
+    return items.col_sum(items.map_chunks(chunk, slots.w, slots.y))
+
+
+def clipped_item_rows(V, items: Layout, X, slots: SlotData, scale, loss: Loss = squared_loss
+                      ) -> jax.Array:
+    """Row ``i`` of the clipped sum, ``Σ_j scale_j w_ij ℓ'_ij x_j`` (m, d), over the task
+    layout in cache-sized blocks: one gather of the users' rows per block, read twice (the
+    residuals, then the weighted sum)."""
+    resid = _residual_fn(loss)
+
+    def chunk(c: Chunk, w, y):
+        def block(sc: Chunk, w, y):
+            Xg = X[sc.cols]                                                # (k, L, d)
+            pred = jnp.einsum("nld,nd->nl", Xg, V[sc.rows], precision=_HI)
+            coef = resid(sc.valid, w, pred, y) * scale[sc.cols]
+            return jnp.einsum("nl,nld->nd", coef, Xg, precision=_HI)
+        return map_row_blocks(block, c, w, y, dim=V.shape[-1])
+
+    return items.assemble(items.map_chunks(chunk, slots.w, slots.y))
+
+
+def fast_clipped_sum(V, items: Layout, users: Layout | None, X, data: StepData, clip_norm,
+                     user_mask, loss: Loss = squared_loss):
+    """The embedding path's ``Σ_j m_j g_j min(1, G/‖g_j‖)`` (m, d) and ``‖g_j‖`` (n,): the same
+    quantities as :func:`embedding_clipped_rows` (up to float32 summation order), in two
+    blocked passes — the per-user norms (over the user layout when given), then the clipped
+    rows — reading the slots' weights and labels from ``data`` (:func:`prepare_steps`)."""
+    if users is not None:
+        sq = user_sq_sums(V, users, X, data.users, loss)
+    else:
+        sq = item_sq_sums(V, items, X, data.items, loss)
+    norms = jnp.sqrt(sq * data.x_sq)                                       # ‖g_j‖
+    scale = clip_norm / jnp.maximum(norms, clip_norm) * user_mask
+    return clipped_item_rows(V, items, X, data.items, scale, loss), norms
+
+
+def _fast_noisy_gradient_impl(encoder, params, items, users, X, data, key, clip_norm,
+                              noise_multiplier, sampling_rate, reg, num_users,
+                              extra_quadratic=None, *, loss, poisson):
+    """:func:`_noisy_gradient_impl` of the embedding path with :func:`fast_clipped_sum`: the
+    same sample mask, clipped sum, noise draw and public terms from the same key."""
+    count_trace("fast_noisy_gradient")
+    mask, q, k_noise = _sample(key, items.n_cols, sampling_rate, poisson)
+    rows, _ = fast_clipped_sum(params["params"]["embedding"], items, users, X, data, clip_norm,
+                               mask, loss)
+    return _release(encoder, params, {"params": {"embedding": rows}}, k_noise, clip_norm,
+                    noise_multiplier, q, reg, num_users, extra_quadratic)
+
+
+_fast_noisy_gradient = jax.jit(_fast_noisy_gradient_impl, static_argnames=("loss", "poisson"),
+                               static_argnums=(0,))
+
+
+def _check_user_layout(users, items: Layout) -> None:
+    if not isinstance(users, Layout) or users.kind != "users":
+        raise ConfigError("noisy GD: user_layout must be a user layout "
+                          "(dpmt.solvers.layout.user_layout) of the same ratings")
+    require_unsegmented(users, "noisy GD")
+    if (users.n_rows, users.n_cols, users.nnz) != (items.n_cols, items.n_rows, items.nnz):
+        raise ConfigError(f"noisy GD: the user layout ({users.n_rows} users × {users.n_cols} "
+                          f"items, {users.nnz} ratings) is not the task layout's transpose "
+                          f"({items.n_cols} × {items.n_rows}, {items.nnz})")
+
+
 # -- the noisy gradient and the step ----------------------------------------------------------------
 def _noisy_gradient_impl(encoder, params, layout, X, weights, labels, key, clip_norm,
                          noise_multiplier, sampling_rate, reg, num_users, extra_quadratic=None,
                          *, loss, path, poisson, microbatch_size, mesh=None):
     count_trace("noisy_gradient")
-    n = _n_users(layout)
-    k_sample, k_noise = jax.random.split(key)
-    if poisson:
-        mask = poisson_sample(k_sample, n, sampling_rate)
-        q = sampling_rate
-    else:
-        mask = jnp.ones((n,), jnp.float32)
-        q = jnp.float32(1.0)
+    mask, q, k_noise = _sample(key, _n_users(layout), sampling_rate, poisson)
     # the sample mask and the noise are drawn on replicated arrays from the same key whether
     # or not the clipped sum is sharded: the same model on any number of devices
     gsum, _ = _clipped_sum_impl(encoder, params, layout, X, weights, labels, clip_norm, mask,
                                 loss, path, microbatch_size, mesh)
+    return _release(encoder, params, gsum, k_noise, clip_norm, noise_multiplier, q, reg,
+                    num_users, extra_quadratic)
+
+
+def _sample(key, n, sampling_rate, poisson):
+    """The step's user mask, its rate q and the noise key, from the step's key."""
+    k_sample, k_noise = jax.random.split(key)
+    if poisson:
+        return poisson_sample(k_sample, n, sampling_rate), sampling_rate, k_noise
+    return jnp.ones((n,), jnp.float32), jnp.float32(1.0), k_noise
+
+
+def _release(encoder, params, gsum, k_noise, clip_norm, noise_multiplier, q, reg, num_users,
+             extra_quadratic):
+    """``ĝ`` from the clipped sum: the Gaussian noise (the release), then public terms."""
     leaves, treedef = jax.tree_util.tree_flatten(gsum)
     keys = jax.random.split(k_noise, len(leaves))
     std = noise_multiplier * clip_norm
@@ -410,7 +550,7 @@ def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array |
              num_users: float | None = None, loss: Loss = squared_loss,
              opt_state: Any = None, microbatch_size: int | None = None,
              return_state: bool = False, extra_quadratic: jax.Array | None = None,
-             mesh=None):
+             mesh=None, user_layout: Layout | None = None):
     """Run ``steps`` steps of noisy (stochastic) gradient descent (Algorithm 2).
 
     Args:
@@ -441,6 +581,17 @@ def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array |
         gradient sum over, with ``layout`` from :func:`dpmt.solvers.sharding.shard_layout`
         (items for the fast path, users for the generic one). Sample mask, noise and update
         are computed replicated from the same key: the same result on any number of devices.
+      user_layout: optional user layout (:func:`~dpmt.solvers.layout.user_layout`) of the same
+        ratings as the task layout ``layout`` (embedding path, one device): the per-user
+        norms are then row sums over it (the gathered rows are the small item table, no
+        scatter). Changes nothing but the summation order.
+
+    On one device the embedding path runs :func:`fast_clipped_sum`: the slots' weights,
+    labels and ``‖x_j‖²`` are gathered once per call (:func:`prepare_steps`), and each step
+    makes two passes over cache-sized blocks (the per-user norms, then the clipped rows)
+    instead of gathering whole chunks of user rows twice. The clipped sum, the sample mask,
+    the noise and the number of steps are those of :func:`clipped_gradient_sum` /
+    :func:`noisy_gradient` (same key, same draws); only float32 summation order differs.
 
     Returns:
       params (and opt_state if ``return_state``). Privacy: :func:`noisy_gd_dp_event`
@@ -454,9 +605,7 @@ def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array |
         opt_state = optimizer.init(params)
     n = _n_users(layout) if num_users is None else num_users
     check_range("num_users", n, low=0, low_open=True)
-    step = make_noisy_gd_step(encoder, optimizer, loss=loss, path=path,
-                              poisson=sampling_rate is not None,
-                              microbatch_size=microbatch_size, mesh=mesh)
+    poisson = sampling_rate is not None
     # device arrays once, not a host-to-device copy per step
     X = jnp.asarray(X, jnp.float32)
     weights = None if weights is None else jnp.asarray(weights, jnp.float32)
@@ -465,6 +614,18 @@ def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array |
                jnp.float32(1.0 if sampling_rate is None else sampling_rate), jnp.float32(reg),
                jnp.float32(n))
     M = None if extra_quadratic is None else jnp.asarray(extra_quadratic, jnp.float32)
+    if path == "embedding" and mesh is None and int(steps) > 0:
+        if user_layout is not None:
+            _check_user_layout(user_layout, layout)
+        data = prepare_steps(layout, user_layout, X, weights, labels)
+        for t in range(int(steps)):
+            g = _fast_noisy_gradient(encoder, params, layout, user_layout, X, data,
+                                     jax.random.fold_in(key, t), *scalars, M, loss=loss,
+                                     poisson=poisson)
+            params, opt_state = _apply_optimizer(optimizer, g, opt_state, params)
+        return (params, opt_state) if return_state else params
+    step = make_noisy_gd_step(encoder, optimizer, loss=loss, path=path, poisson=poisson,
+                              microbatch_size=microbatch_size, mesh=mesh)
     for t in range(int(steps)):
         params, opt_state = step(params, opt_state, layout, X, weights, labels,
                                  jax.random.fold_in(key, t), *scalars, M)

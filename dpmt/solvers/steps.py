@@ -228,6 +228,8 @@ def gd_item_step(steps: Steps, n_items: int, item_features=None) -> ItemStep:
     encoder = item_encoder(cfg, n_items, item_features)
     # MLP: per-user gradients over user rows; embedding table: the fast path over item rows
     layout = steps.users if mlp else steps.items
+    # the table's per-user norms as row sums over the user layout (one device)
+    user_rows = steps.users if not mlp and steps.mesh is None else None
 
     def init(key, V) -> ItemState:
         return gd_initial_state(cfg, n_items, item_features, key)
@@ -238,7 +240,7 @@ def gd_item_step(steps: Steps, n_items: int, item_features=None) -> ItemStep:
                           steps=g.steps, clip_norm=g.clip, noise_multiplier=noise.gd_multiplier,
                           key=key, optimizer=optimizer, sampling_rate=g.sampling_rate,
                           reg=cfg.reg, num_users=num_users, extra_quadratic=extra,
-                          mesh=steps.mesh)
+                          mesh=steps.mesh, user_layout=user_rows)
         return encoders.item_embeddings(encoder, params), ItemState(params if mlp else None)
 
     return ItemStep(init, update)
