@@ -21,6 +21,7 @@ from dpmt.config import TrainConfig
 from dpmt.errors import ConfigError, DataError
 from dpmt.registry import TASKS, WEIGHTINGS
 from dpmt._io import atomic_write_bytes, atomic_write_text
+from dpmt.apps.plot_style import HATCHES, MAX_WIDTH_IN, PALETTE, PLOT_DPI, bar_style  # noqa: F401
 from dpmt.privacy.ledger import ML100K_TUNING_NOTE, PRIVACY_UNIT
 from dpmt.runtime import release_compiled_code
 
@@ -305,20 +306,9 @@ def _pm(s: dict, k: str) -> str:
     return f"{s[k]:.4f} ± {s[k + '_std']:.4f}" if s["seeds"] > 1 else f"{s[k]:.4f}"
 
 
-#: one colour per method, consistent across panels: a qualitative palette of 20 (tab20, its
-#: pairs reordered so that neighbours differ), then the same colours hatched
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-           "#7f7f7f", "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896",
-           "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5")
-HATCHES = ("", "//", "..", "xx", "\\\\")
-#: the widest figure (inches at :data:`PLOT_DPI`): 1,920 px, legend included
-MAX_WIDTH_IN, PLOT_DPI = 16.0, 120
-
-
-def plot_style(k: int) -> dict:
-    """Bar colour and hatch of the k-th method (distinct for the first 100)."""
-    return {"color": PALETTE[k % len(PALETTE)],
-            "hatch": HATCHES[(k // len(PALETTE)) % len(HATCHES)]}
+#: one colour per method, consistent across panels (then the same colours hatched), from the
+#: plots' shared style
+plot_style = bar_style
 
 
 def plot_panels(summary: list[dict]) -> list[tuple[str, list[dict]]]:

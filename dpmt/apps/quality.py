@@ -115,6 +115,9 @@ def _scores_at_etas(model, train, es) -> dict[float, dict]:
 def _entry(m: dict) -> dict:
     return {"overall": m["overall"][METRIC],
             "buckets": [b[METRIC] for b in m["buckets"]],
+            # a random ranking's expected Recall@20 (k/|items|, per bucket k/|bucket|)
+            "random": m["overall"].get(f"random_{METRIC}"),
+            "bucket_random": [b.get(f"random_{METRIC}") for b in m["buckets"]],
             "users": m["overall"]["users"],
             # users with a target in each bucket: what a bucket's figure rests on
             "bucket_users": [b["users"] for b in m["buckets"]]}

@@ -12,7 +12,15 @@ from pathlib import Path
 
 import numpy as np
 
-from dpmt._io import atomic_write_bytes, atomic_write_json, atomic_write_text
+from dpmt._io import atomic_write_json, atomic_write_text
+from dpmt.apps.plot_style import (
+    MAX_WIDTH_IN,
+    RANDOM,
+    RANDOM_LABEL,
+    legend_outside,
+    line_style,
+    save_png,
+)
 from dpmt.privacy.ledger import ML100K_TUNING_NOTE, PRIVACY_UNIT
 
 K = 20
@@ -33,6 +41,10 @@ def summarise(rows: list[dict]) -> dict:
         buckets = np.array([r["test"]["buckets"] for r in rs], np.float64)
         out[key] = {"test": float(test.mean()), "test_std": float(test.std()),
                     "seeds": len(rs), "buckets": np.nanmean(buckets, 0).tolist(),
+                    "buckets_std": np.nanstd(buckets, 0).tolist(),
+                    # the random level (older quality.json rows lack it: no line then)
+                    "random": rs[0]["test"].get("random"),
+                    "bucket_random": rs[0]["test"].get("bucket_random"),
                     "validation": float(np.mean([r["validation"] for r in rs])),
                     "seconds": float(sum(r["seconds"] for r in rs)),
                     "chosen": sorted({r["chosen"] for r in rs}),
@@ -207,42 +219,80 @@ def dataset_section(summary, ds, plot_name: str) -> str:
 
 
 def plot(summary, ds, path: Path) -> None:
-    """Recall@20 against ε per method (left), per bucket at the middle ε (right)."""
-    import io
+    """The PNG of :func:`quality_figure`."""
+    save_png(quality_figure(summary, ds), path)
 
+
+def quality_figure(summary, ds):
+    """Test Recall@20 against ε (left: private methods as lines with markers, the
+    non-private baselines as flat lines) and per bucket at the middle ε (right), one colour
+    and marker per method in both panels, one legend outside them, the random level as a
+    black dashed line, error bars only with ≥ 2 seeds; at most 1,920 px wide."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     methods = list(dict.fromkeys(m for (d, m, _e) in summary if d == ds.name))
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.2))
     eps = list(ds.epsilons)
+    style = {m: line_style(k) for k, m in enumerate(methods)}
+
+    def cell(m, e):
+        return summary.get((ds.name, m, e)) or summary[(ds.name, m, math.inf)]
+
+    legend_in = 3.4
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(min(MAX_WIDTH_IN, legend_in + 10.5), 4.4))
+    handles, labels = [], []
     for m in methods:
-        ys = [(summary.get((ds.name, m, e)) or summary[(ds.name, m, math.inf)])["test"]
-              for e in eps]
-        style = "--" if (ds.name, m, math.inf) in summary else "-o"
-        a1.plot(eps, ys, style, label=m)
+        st = style[m]
+        cells = [cell(m, e) for e in eps]
+        ys = [c["test"] for c in cells]
+        seeds = min(c["seeds"] for c in cells)
+        if (ds.name, m, math.inf) in summary:               # not private: a flat line
+            h = a1.axhline(ys[0], color=st["color"], linestyle=(0, (6, 2, 1, 2)),
+                           linewidth=1.4)
+            if seeds > 1:
+                a1.axhspan(ys[0] - cells[0]["test_std"], ys[0] + cells[0]["test_std"],
+                           color=st["color"], alpha=0.12, linewidth=0)
+        elif seeds > 1:
+            h = a1.errorbar(eps, ys, yerr=[c["test_std"] for c in cells], capsize=2,
+                            markersize=5, linewidth=1.3, **st)
+        else:
+            (h,) = a1.plot(eps, ys, markersize=5, linewidth=1.3, **st)
+        handles.append(h)
+        labels.append(m)
+    s0 = cell(methods[0], eps[0])
+    if s0.get("random") is not None:
+        handles.append(a1.axhline(s0["random"], **RANDOM))
+        labels.append(RANDOM_LABEL)
     a1.set_xscale("log")
-    a1.set_xlabel("ε")
+    a1.set_xticks(eps, [f"{e:g}" for e in eps])
+    a1.minorticks_off()
+    a1.set_xlabel("ε (user-level; baselines are not private)")
     a1.set_ylabel(f"test Recall@{K}")
-    a1.legend(fontsize=7)
+    a1.set_title("overall", fontsize=9, loc="left")
+    a1.grid(alpha=0.3)
+
     e = eps[len(eps) // 2]
-    nb = len(summary[(ds.name, methods[0], math.inf)]["buckets"])
-    width = 0.8 / len(methods)
+    nb = len(cell(methods[0], e)["buckets"])
+    x = np.arange(nb)
+    width = 0.84 / len(methods)
     for k, m in enumerate(methods):
-        s = summary.get((ds.name, m, e)) or summary[(ds.name, m, math.inf)]
-        a2.bar(np.arange(nb) + (k - (len(methods) - 1) / 2) * width, s["buckets"], width,
-               label=m)
-    a2.set_xticks(range(nb), [f"B{b + 1}" + (" (tail)" if b == 0 else "") for b in
-                              range(nb)])
-    a2.set_title(f"per bucket at ε = {e:g}", fontsize=9)
+        c = cell(m, e)
+        a2.bar(x + (k - (len(methods) - 1) / 2) * width, c["buckets"], width,
+               yerr=c.get("buckets_std") if c["seeds"] > 1 else None, capsize=2,
+               color=style[m]["color"], edgecolor="white", linewidth=0.3)
+    rnd = s0.get("bucket_random")
+    if rnd is not None and all(r is not None for r in rnd):
+        a2.hlines(rnd, x - 0.45, x + 0.45, colors=RANDOM["color"],
+                  linestyles=RANDOM["linestyle"], linewidth=RANDOM["linewidth"])
+    a2.set_xticks(x, [f"B{b + 1}" + (" (tail)" if b == 0 else " (head)" if b == nb - 1
+                                     else "") for b in range(nb)])
+    a2.set_ylabel(f"test Recall@{K} (each bucket ranks its items)")
+    a2.set_title(f"per popularity bucket at ε = {e:g}", fontsize=9, loc="left")
     fig.suptitle(ds.name, fontsize=10)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    legend_outside(fig, handles, labels, legend_in)
+    return fig
 
 
 #: how to read the targets (the figures are in the tables; nothing here is a measurement)

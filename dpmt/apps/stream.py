@@ -424,8 +424,8 @@ def _compare(args, model) -> int:
     _print_compare(out, names)
     if args.plot:
         plot_cumulative(curves, args.plot, f"{rm.dataset}: {T} ratings in time order, "
-                        f"{rm.buckets} buckets, predictors at (ε, δ) = ({args.epsilon:g}, "
-                        f"{args.delta:g}) per rating")
+                        f"{rm.buckets} buckets; (ε, δ) per rating: "
+                        + privacy_caption(privacy, names))
         print(f"wrote {args.plot}")
     if args.json:
         _write_json(args.json, out)
@@ -443,9 +443,7 @@ def _print_compare(out: dict, names) -> None:
     w = max(len(n) for n in list(names) + ["best fixed threshold"]) + 2
     print(f"\n{'mistakes':<{w}}{'(ε, δ) per rating':>24}{'popularity':>14}{'model':>14}")
     for n in names:
-        pv = pr["predictors"][n]
-        priv = "not private" if pv["epsilon"] is None else \
-            f"({pv['epsilon']:.3g}, {pv['delta']:.3g})"
+        priv = _pair(pr["predictors"][n])
         cells = "".join(f"{out['features'][f]['predictors'][n]['mistakes']:>14,}"
                         for f in ("popularity", "model"))
         print(f"{n:<{w}}{priv:>24}{cells}")
@@ -466,44 +464,78 @@ def _print_compare(out: dict, names) -> None:
     _print_randomness(out["randomness"])
 
 
-def plot_cumulative(curves: dict, path, title: str) -> None:
-    """Cumulative mistakes over the stream, one line per (features, method) (dashed:
-    popularity features, solid: model features); right panel: the same minus the best fixed
-    popularity threshold's, so that the differences are visible."""
-    import io
+def _pair(pv: dict) -> str:
+    """A predictor's (ε, δ) as the comparison table prints it."""
+    return "not private" if pv["epsilon"] is None else \
+        f"({pv['epsilon']:.3g}, {pv['delta']:.3g})"
 
+
+def privacy_caption(privacy: dict, names) -> str:
+    """The predictors' (ε, δ) as the table gives them: once when the private ones share
+    it, else one per predictor."""
+    private = [n for n in names if privacy[n]["epsilon"] is not None]
+    pairs = {_pair(privacy[n]) for n in private}
+    public = [n for n in names if n not in private]
+    tail = f"; {', '.join(public)} not private" if public else ""
+    if len(pairs) == 1:
+        return f"{', '.join(private)} at {pairs.pop()}{tail}"
+    return ", ".join(f"{n} {_pair(privacy[n])}" for n in private) + tail
+
+
+def plot_cumulative(curves: dict, path, title: str) -> None:
+    """The PNG of :func:`cumulative_figure`."""
+    from dpmt.apps.plot_style import save_png
+
+    save_png(cumulative_figure(curves, title), path)
+
+
+def cumulative_figure(curves: dict, title: str):
+    """Cumulative mistakes over the stream, one line per (features, method): one colour and
+    marker per method, solid for model features, dashed for popularity features; right
+    panel: the same minus the best fixed popularity threshold's, so that the differences
+    are visible. Lines that coincide stay visible: each method's markers sit at its own
+    offsets and later (thinner) lines are drawn over earlier (wider) ones. One legend
+    outside both panels; at most 1,920 px wide."""
     import matplotlib
     import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpmt._io import atomic_write_bytes
+    from dpmt.apps.plot_style import MAX_WIDTH_IN, legend_outside, line_style
 
     ref = curves.get(("popularity", "best fixed threshold"))
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
-    colours = {}
-    for (f, n), c in curves.items():
+    legend_in = 3.2
+    fig, axes = plt.subplots(1, 2, figsize=(min(MAX_WIDTH_IN, legend_in + 10.5), 4.6))
+    names = list(dict.fromkeys(n for _f, n in curves))
+    handles, labels = [], []
+    for z, ((f, n), c) in enumerate(curves.items()):
         T = len(c)
         idx = np.unique(np.linspace(0, T - 1, min(T, 2000)).astype(np.int64)) if T else \
             np.zeros(0, np.int64)
-        col = colours.setdefault(n, f"C{len(colours)}")
-        style = dict(color=col, linestyle="-" if f == "model" else "--",
-                     linewidth=1.8 if n == "best fixed threshold" else 1.2,
-                     label=f"{n}, {f} features")
-        axes[0].plot(idx + 1, c[idx], **style)
+        k = names.index(n)
+        st = line_style(k)
+        n_marks = 8
+        style = dict(color=st["color"], marker=st["marker"], markersize=5,
+                     linestyle="-" if f == "model" else "--",
+                     # earlier lines wider: a line drawn over one it equals leaves its edges
+                     linewidth=1.0 + 1.6 * (len(names) - 1 - k) / max(1, len(names) - 1),
+                     # each method's markers at its own offsets along the stream
+                     markevery=[int(len(idx) * (j + (k + 0.5) / (len(names) + 1)) / n_marks)
+                                for j in range(n_marks)] if len(idx) >= n_marks else None,
+                     markerfacecolor="white" if f == "popularity" else st["color"],
+                     zorder=2 + z)
+        (h,) = axes[0].plot(idx + 1, c[idx], **style)
         if ref is not None:
             axes[1].plot(idx + 1, c[idx].astype(np.int64) - ref[idx], **style)
+        handles.append(h)
+        labels.append(f"{n}, {f} features")
     axes[0].set_ylabel("cumulative mistakes")
-    axes[1].set_ylabel("cumulative mistakes − best fixed popularity threshold's")
+    axes[1].set_ylabel("cumulative mistakes − best fixed\npopularity threshold's")
     for ax in axes:
         ax.set_xlabel("rating (stream order)")
         ax.grid(alpha=0.3)
     axes[1].axhline(0, color="k", linewidth=0.8)
-    axes[0].legend(fontsize=7, ncol=2)
     fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    legend_outside(fig, handles, labels, legend_in)
+    return fig

@@ -226,8 +226,14 @@ def test_stream_model_features_end_to_end(planted_model, tmp_path, capsys):
     assert "earlier ratings > 3.5" in res["model"]["history"]
 
 
-def test_stream_compare_reports_both_features_and_plots(planted_model, tmp_path, capsys):
+def test_stream_compare_reports_both_features_and_plots(planted_model, tmp_path, capsys,
+                                                        monkeypatch):
     out, png = tmp_path / "c.json", tmp_path / "c.png"
+    titles = []
+    real_plot = cli.plot_cumulative
+    monkeypatch.setattr(cli, "plot_cumulative",
+                        lambda curves, path, title: (titles.append(title),
+                                                     real_plot(curves, path, title)))
     rc = cli.run(parse("--compare", "--model", str(planted_model["model"]), "--buckets", "8",
                        "--epsilon", "2", "--delta", "1e-4", "--json", str(out),
                        "--plot", str(png), "--no-progress"))
@@ -256,6 +262,12 @@ def test_stream_compare_reports_both_features_and_plots(planted_model, tmp_path,
     if jdp_available():
         assert 0 < pr["predictors"]["jdp"]["epsilon"] <= 2 + 1e-9
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the plot's title gives each private predictor's (ε, δ) as the table does
+    for n in names:
+        pv = pr["predictors"][n]
+        if pv["epsilon"] is not None:
+            cell = f"({pv['epsilon']:.3g}, {pv['delta']:.3g})"
+            assert cell in titles[0] and cell in text, (cell, titles[0])
 
 
 def test_stream_model_errors(planted_model, tmp_path, capsys):
