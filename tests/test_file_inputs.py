@@ -272,3 +272,66 @@ def test_dpmt_train_on_a_csv_with_text_ids_and_quotes(tmp_path, capsys):
     capsys.readouterr()
     assert cli(["recommend", "--model", out, "--items", "tt0000003,tt0000007", "-k", "3"]) == 0
     assert "tt00000" in capsys.readouterr().out
+
+
+def test_text_ids_stay_on_the_fast_path_and_equal_the_line_parser(tmp_path, monkeypatch):
+    """Chunks of numeric ids and chunks of text ids (the file is over 1 MiB, so several
+    chunks): the fast path keeps every id as the line parser does (exact text, numbers as
+    written), and never falls back to it."""
+    from pathlib import Path
+
+    import dpmt.data.parsing as parsing
+
+    monkeypatch.setattr(parsing, "_CHUNK_BYTES", 1 << 16)     # several chunks, small file
+    rng = np.random.default_rng(2)
+    n = 40_000
+    u = rng.integers(1, 5000, n)
+    i = rng.integers(1, 3000, n)
+    key = np.unique(u * 10_000 + i)
+    u, i = key // 10_000, key % 10_000
+    half = len(u) // 2
+    items = [str(x) for x in i[:half]] + [f"tt{x:07d}" if x % 3 else f"é{x}"
+                                          for x in i[half:]]
+    users = [str(x) for x in u]
+    text = "user,item,rating\n" + "".join(
+        f"{a},{b},{1 + k % 5}\n" for k, (a, b) in enumerate(zip(users, items)))
+    p = tmp_path / "mixed.csv"
+    p.write_text(text, encoding="utf-8")
+    assert p.stat().st_size > 4 * parsing._CHUNK_BYTES
+    data = p.read_bytes()
+    lay = parsing.layout("csv", data, p, "auto")
+    body = data[data.index(b"\n") + 1:]
+    slow, _ = parsing._slow_parse(body, lay, Path(p))
+    fast = parsing._fast_parse(body, lay)
+    assert fast["item"].dtype.kind == "S" and fast["user"].dtype == np.int64
+    assert np.array_equal(np.char.decode(fast["item"], "utf-8"), slow["item"])
+    assert np.array_equal(fast["user"], slow["user"])
+
+    def no_slow_path(*args, **kw):
+        raise AssertionError("the slow parser ran")
+
+    monkeypatch.setattr(parsing, "_slow_parse", no_slow_path)
+    r = load_file(p)
+    assert r.item_ids.dtype.kind == "U" and "é3" in r.item_ids.tolist()
+    assert sorted(r.item_ids.tolist()) == r.item_ids.tolist()
+    got = r.item_ids[r.item].tolist()
+    assert got == items                                      # file order, exact text
+    cat = tmp_path / "items.txt"                             # a public catalogue of text ids
+    cat.write_text("\n".join(sorted(set(items)) + ["unrated"]) + "\n", encoding="utf-8")
+    rc = load_file(p, items=cat)
+    assert rc.items_public and rc.item_ids[rc.item].tolist() == items
+    assert "unrated" in rc.item_ids.tolist()
+
+
+@pytest.mark.parametrize("row,fragment", [
+    (b"u1,\xff\xfe,4\n", "not valid UTF-8"),
+    (b"u1, tt1,4\nu1,tt1,3\n", "rated 2 times"),              # spaces are stripped
+    (b"u1,-3,4\n", "negative item id -3"),
+    (b"u1,tt\x001,4\n", "NUL"),
+])
+def test_what_the_fast_path_leaves_to_the_line_parser(tmp_path, row, fragment):
+    p = tmp_path / "t.csv"
+    p.write_bytes(b"user,item,rating\nu0,tt0,4\n" + row)
+    with pytest.raises(DataError, match=fragment) as e:
+        load_file(p)
+    assert "t.csv:3" in str(e.value) or "rated 2 times" in fragment

@@ -242,11 +242,17 @@ def _assemble(cols: dict, lines: np.ndarray | None, lay: Layout, path: Path,
     if catalogue is None:
         item_ids, item = dense_ids(cols["item"])
     else:
-        item_ids, item = catalogue_index(cols["item"], catalogue[0])
+        raw = cols["item"]
+        if raw.dtype.kind == "S":                         # text ids as bytes: decode once
+            uniq, inv = dense_ids(raw)
+            item_ids, at = catalogue_index(uniq, catalogue[0])
+            raw, item = uniq[inv], at[inv]
+        else:
+            item_ids, item = catalogue_index(raw, catalogue[0])
         if len(item) and item.min() < 0:
             j = int(np.argmax(item < 0))
             ln = int(lines[j]) if lines is not None else lay.header_lines + j + 1
-            raise DataError(missing_items_message(cols["item"], item, where(path, lay, ln),
+            raise DataError(missing_items_message(raw, item, where(path, lay, ln),
                                                   catalogue[1]))
         item = item.astype(np.int32)
     n = len(user)

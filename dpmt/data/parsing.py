@@ -109,6 +109,40 @@ def _parse_column(buf: np.ndarray, start: np.ndarray, end: np.ndarray,
     return out
 
 
+#: bytes a text id may not begin or end with on the fast path (the line parser strips them)
+_EDGE_BYTES = np.array([9, 10, 11, 12, 13, 32], np.uint8)
+#: longest text id the fast path reads (longer: the line parser)
+_MAX_TOKEN = 256
+
+
+def _token_bytes(buf: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Text ids ``buf[start:end]`` (one per row) as exact byte strings (an ``S`` array).
+
+    Raises _GiveUp where only the line parser can decide or name the line: an empty field,
+    white space around it, a leading ``-`` (``-1`` is a negative id), a NUL byte, a field
+    over :data:`_MAX_TOKEN` bytes, a canonical integer too long for the numeric path.
+    """
+    width = end - start
+    if width.min() <= 0 or width.max() > _MAX_TOKEN:
+        raise _GiveUp
+    first, last = buf[start], buf[end - 1]
+    if np.any(np.isin(first, _EDGE_BYTES) | np.isin(last, _EDGE_BYTES) | (first == 45)):
+        raise _GiveUp
+    wmax = int(width.max())
+    out = np.zeros((len(width), wmax), np.uint8)
+    counts = np.bincount(width)
+    for w in np.flatnonzero(counts).tolist():
+        rows = np.flatnonzero(width == w)
+        out[rows, :w] = np.lib.stride_tricks.sliding_window_view(buf, w)[start[rows]]
+    if np.count_nonzero(out == 0) != int(wmax * len(width) - width.sum()):
+        raise _GiveUp                                     # a NUL inside an id
+    digits = ((out >= 48) & (out <= 57)).sum(axis=1) == width
+    canonical = digits & ((first != 48) | (width == 1))
+    if np.any(canonical & (width > _MAX_DIGITS)):
+        raise _GiveUp
+    return out.view(f"S{wmax}").reshape(-1)
+
+
 _POW10 = [np.power(10.0, np.arange(w - 1, -1, -1)) for w in range(_MAX_DIGITS + 1)]
 _POW10_SCALAR = np.power(10.0, np.arange(_MAX_DIGITS + 1))
 
@@ -142,6 +176,8 @@ def _fast_parse(data: bytes, lay: Layout) -> dict[str, np.ndarray]:
         pos = stop
     out = {key: np.empty(row, np.float64 if key == "rating" else np.int64)
            for key in lay.cols}
+    # text ids (layouts with token ids): {column: {first row of a chunk: S array}}
+    text: dict[str, dict[int, np.ndarray]] = {key: {} for key in ("user", "item")}
 
     def parse_chunk(job):
         pos, stop, row = job
@@ -175,10 +211,26 @@ def _fast_parse(data: bytes, lay: Layout) -> dict[str, np.ndarray]:
                     n_quoted += int(q.sum())
                     start, end = start + q, end - q
             if lay.token and key in ("user", "item"):
-                # RecBole tokens are strings: '007' and '7' are different ids, so only
-                # canonical integers (no leading zero) may be read as numbers here.
-                if np.any((buf[start] == 48) & (end - start > 1)):
-                    raise _GiveUp
+                # Text ids: '007' and '7' are different ids, so only canonical integers
+                # (no leading zero) are read as numbers; a chunk with any other id keeps
+                # its ids as bytes (the column is then text, see below).
+                vals = None
+                if not np.any((buf[start] == 48) & (end - start > 1)):
+                    try:
+                        vals = _parse_column(buf, start, end, False)
+                    except _GiveUp:
+                        pass
+                if vals is None:
+                    ids = _token_bytes(buf, start, end)
+                    if ids.dtype.itemsize and np.any(ids.view(np.uint8) >= 128):
+                        try:
+                            data[pos:stop].decode("utf-8")
+                        except UnicodeDecodeError:
+                            raise _GiveUp from None       # the line parser names the line
+                    text[key][row] = ids
+                    continue
+                out[key][row:row + n] = vals
+                continue
             allow_dot = key == "rating" or (key == "timestamp" and lay.float_time)
             vals = _parse_column(buf, start, end, allow_dot)
             out[key][row:row + n] = np.rint(vals) if out[key].dtype.kind == "i" else vals
@@ -193,6 +245,14 @@ def _fast_parse(data: bytes, lay: Layout) -> dict[str, np.ndarray]:
     else:
         for job in chunks:
             parse_chunk(job)
+    ends = [c[2] for c in chunks[1:]] + [row]
+    for key, parts in text.items():
+        if parts:            # text ids: every id as its exact bytes, numbers as written
+            width = max(_MAX_DIGITS, *(a.dtype.itemsize for a in parts.values()))
+            col = np.empty(row, f"S{width}")
+            for (_p, _s, r0), r1 in zip(chunks, ends):
+                col[r0:r1] = parts[r0] if r0 in parts else out[key][r0:r1].astype(col.dtype)
+            out[key] = col
     return out
 
 

@@ -204,8 +204,17 @@ def keep_last_rows(key: np.ndarray, timestamp: np.ndarray | None) -> np.ndarray:
 def dense_ids(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(sorted unique raw ids, int32 dense index of each entry) = ``np.unique(raw,
     return_inverse=True)``, in O(n) through a lookup table for compact non-negative integer
-    ids (every MovieLens file), else by sorting."""
+    ids (every MovieLens file), else by sorting. Byte-string ids (``S``, the parser's text
+    ids) come back as text."""
     raw = np.asarray(raw)
+    if raw.dtype.kind == "S":                             # exact UTF-8 bytes (the parser's)
+        ids, inv = np.unique(raw, return_inverse=True)    # byte order = code point order
+        try:
+            text = [x.decode("utf-8") for x in ids.tolist()]
+        except UnicodeDecodeError as e:
+            raise DataError(f"an id is not valid UTF-8 ({e}); re-encode the data as "
+                            f"UTF-8") from None
+        return np.array(text, dtype=str), inv.reshape(-1).astype(np.int32)
     if raw.dtype.kind in "iu" and len(raw):
         lo, hi = int(raw.min()), int(raw.max())
         if lo >= 0 and hi < max(4 * len(raw), 1 << 20):
