@@ -150,6 +150,14 @@ class TrainConfig:
     item_offsets: bool = _f(True, "rating task: do not release private per-item offsets "
                             "(ratings are then centred by the global mean only)", "data",
                             flag="--no-item-offsets")
+    user_bias: bool = _f(True, "rating task: no per-user bias b_j (by default each user's "
+                         "shrunk mean label b_j = Σ y/(n_j + λ_b) is taken out of the labels "
+                         "and added back to the predictions; solved from the user's own "
+                         "ratings and never released, like u_j)", "data",
+                         flag="--no-user-bias")
+    user_bias_reg: float = _f(2.0, "rating task: λ_b, the shrinkage of the user bias "
+                              "b_j = Σ y/(n_j + λ_b) (2: best of 2, 5, 15 on ML-100K "
+                              "validation at every ε, experiments/rating_sweep.py)", "data")
     positive_threshold: float = _f(3.5, "ratings above this are positives (3.5: 4 and 5 "
                                    "stars)", "data")
     split: str = _f("per-user", "per-user: each user's positives split train/validation/test; "
@@ -328,6 +336,7 @@ class TrainConfig:
             check_range("heldout_fraction", self.heldout_fraction, low=0.0, high=0.5,
                         low_open=True, high_open=True)
         check_range("label_clip", self.label_clip, low=0.0, high=BIG, low_open=True)
+        check_range("user_bias_reg", self.user_bias_reg, low=0.0, high=BIG)
         TASKS[self.task].check(self)                # the splits the task accepts
         # a seed becomes a JAX PRNG key (uint32 pair) and a numpy seed: keep it in range
         check_range("seed", self.seed, low=0, high=2**31 - 1, integer=True)
@@ -377,6 +386,11 @@ class TrainConfig:
         """Whether scores add the popularity prior (implicit task, η > 0)."""
         return TASKS[self.task].ranking and (self.popularity_prior is None
                                              or self.popularity_prior > 0)
+
+    @property
+    def rating_user_bias(self) -> bool:
+        """Whether a rating model takes each user's own bias out of the labels."""
+        return TASKS[self.task].labelled and self.user_bias
 
     @property
     def rating_offsets(self) -> bool:

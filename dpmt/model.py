@@ -44,6 +44,7 @@ from dpmt.config import BASE_REG, TrainConfig
 from dpmt.errors import ConfigError, DataError
 from dpmt.privacy.ledger import ML100K_TUNING_NOTE, PRIVACY_UNIT, PrivacyLedger
 from dpmt.item_ids import coerce_item_ids
+from dpmt.labels import centre_by_user, rating_labels
 from dpmt.ranking import top_k
 from dpmt.model_files import (ARRAYS_FILE, LEDGER_FILE, MODEL_FILE, MODEL_FORMAT,
                               MODEL_VERSION, SHARED_DIR, TRAINER_DIR, check_meta_types,
@@ -173,16 +174,30 @@ class Model:
         b = 0.0 if self.item_offsets is None else np.asarray(self.item_offsets)[rows]
         return self.label_offset + b
 
+    def rating_labels(self, rows, values) -> tuple[np.ndarray, float]:
+        """(labels, b_j) of one user of a rating model, as training made them: y = clip(r −
+        μ̂ − b̂_i, ±c), then the user's own bias b_j out of them
+        (:func:`dpmt.labels.centre_by_user`; b_j = 0 without ``user_bias``)."""
+        cfg = self.config
+        y = rating_labels(values, self.offsets(rows), cfg.label_clip)
+        if not cfg.rating_user_bias:
+            return y, 0.0
+        y, b = centre_by_user(y, np.zeros(len(y), np.int64), 1, cfg.user_bias_reg,
+                              cfg.label_clip)
+        return y, float(b[0])
+
     def predict(self, history, values, items) -> np.ndarray:
-        """A rating model's predicted ratings μ̂ + ⟨u, v_i⟩ of ``items`` (raw ids) for a user
-        who rated ``history`` with ``values``, clipped to the rating range."""
+        """A rating model's predicted ratings μ̂ + b̂_i + b_j + ⟨u, v_i⟩ of ``items`` (raw
+        ids) for a user who rated ``history`` with ``values`` (u and the user's bias b_j
+        folded in from them), clipped to the rating range."""
         if self.label_offset is None:
             raise ConfigError("predict() is for rating models (TrainConfig(task='rating')); "
                               "an implicit model ranks: use recommend() or score()")
         u = self.fold_in(history, values)
+        _, b = self.rating_labels(self.item_index(history), np.asarray(values, np.float64))
         lo, hi = self.config.rating_bounds
         rows = self.item_index(items)
-        pred = self.offsets(rows) + self.item_embeddings[rows] @ u
+        pred = self.offsets(rows) + b + self.item_embeddings[rows] @ u
         return np.clip(pred, lo, hi)
 
     def item_prior(self) -> np.ndarray | None:
@@ -348,8 +363,7 @@ class Model:
                     raise DataError(f"values of history {n} must be {len(r)} finite numbers, "
                                     f"one per item (got {np.ravel(values[n]).tolist()[:5]})")
                 if self.label_offset is not None:      # the labels training used
-                    c = self.config.label_clip
-                    v = np.clip(v - self.offsets(r), -c, c)
+                    v, _ = self.rating_labels(r, v)
                 v = v.astype(np.float32)
             rows.append(r)
             vals.append(v)

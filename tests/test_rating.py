@@ -208,3 +208,79 @@ def test_private_item_offsets_audit(broken):
         assert bound.lower > 1.0, bound
     else:
         assert bound.lower <= 1.0, bound
+
+
+# -- the user bias (issue 28): solved from a user's own ratings, never released --------------
+@pytest.fixture(scope="module")
+def biased_split():
+    """Ratings with strong planted user biases (some users rate everything high, some low)."""
+    rng = np.random.default_rng(3)
+    n_u, n_i, per_user = 300, 80, 30
+    ub, ib = rng.normal(0, 0.9, n_u), rng.normal(0, 0.5, n_i)
+    users = np.repeat(np.arange(n_u), per_user)
+    items = np.concatenate([rng.choice(n_i, per_user, replace=False) for _ in range(n_u)])
+    r = np.clip(np.round(3.5 + ub[users] + ib[items] + rng.normal(0, 0.5, users.size)), 1, 5)
+    rat = Ratings(user=users, item=items, value=r.astype(np.float32), user_ids=np.arange(n_u),
+                  item_ids=np.arange(n_i), name="planted-user-bias", items_public=True)
+    return random_split(rat, seed=1234)
+
+
+def test_centre_by_user_is_each_users_shrunk_mean_and_keeps_the_clip():
+    from dpmt.labels import centre_by_user, user_biases
+
+    y = np.array([1.0, 2.0, -2.0, 0.5, 0.5], np.float32)
+    users = np.array([0, 0, 1, 2, 2])
+    b = user_biases(y, users, 4, reg=1.0)
+    np.testing.assert_allclose(b, [3.0 / 3, -2.0 / 2, 1.0 / 3, 0.0])
+    out, b2 = centre_by_user(y, users, 4, 1.0, clip=1.1)
+    np.testing.assert_allclose(b2, b)
+    np.testing.assert_allclose(out, np.clip(y - b[users], -1.1, 1.1), rtol=1e-6)
+    # a user's bias reads that user's ratings only: others' ratings change nothing of it
+    y2, users2 = np.r_[y, 9.0, -9.0], np.r_[users, 3, 3]
+    np.testing.assert_allclose(user_biases(y2, users2, 4, 1.0)[:3], b[:3])
+
+
+def test_the_solver_sees_bias_centred_labels_inside_the_clip(biased_split, monkeypatch):
+    """The user bias is taken out before the item step, and the clip applied after it, so
+    |y| ≤ label_clip (the b-sensitivity's bound) holds with the bias on."""
+    import dpmt.train.training_run as setup
+
+    seen = {}
+    real = setup.make_steps
+
+    def spy(cfg, train, w, *, labels=None, **k):
+        seen["labels"] = np.asarray(labels)
+        return real(cfg, train, w, labels=labels, **k)
+
+    monkeypatch.setattr(setup, "make_steps", spy)
+    tr = biased_split.train
+    dpmt.fit(tr, _cfg(label_clip=0.75, noise_seed=0), execution=QUIET)
+    y = seen["labels"]
+    assert np.abs(y).max() <= 0.75 + 1e-6
+    # centred per user: each user's mean label is near 0 (it is not without the bias)
+    per_user = np.bincount(tr.user, y, tr.n_users) / np.maximum(np.bincount(tr.user), 1)
+    dpmt.fit(tr, _cfg(label_clip=0.75, noise_seed=0, user_bias=False), execution=QUIET)
+    raw = np.bincount(tr.user, seen["labels"], tr.n_users) / np.maximum(np.bincount(tr.user), 1)
+    assert np.abs(per_user).mean() < 0.5 * np.abs(raw).mean()
+
+
+def test_the_user_bias_lowers_rmse_and_predict_agrees_with_the_evaluation(biased_split):
+    cfg = _cfg(epsilon=5.0, noise_seed=0)
+    with_bias = dpmt.fit(biased_split.train, cfg, test=biased_split.test, execution=QUIET)
+    without = dpmt.fit(biased_split.train, cfg.replace(user_bias=False), test=biased_split.test,
+                       execution=QUIET)
+    assert with_bias.metrics["overall"]["rmse"] < without.metrics["overall"]["rmse"] - 0.1
+    # Model.predict (one user folded in) gives the evaluation's prediction for that user
+    from dpmt.train.evaluate import evaluate_ratings
+
+    tg, hist = biased_split.test.targets, biased_split.test.history
+    j = int(tg.user[0])
+    h_items, h_vals = hist.by_user.row(j)
+    t_items = tg.item[tg.user == j]
+    p = with_bias.predict(hist.item_ids[h_items], h_vals, tg.item_ids[t_items])
+    one = biased_split.test.__class__(history=hist.select(hist.user == j),
+                                      targets=tg.select(tg.user == j))
+    m = evaluate_ratings(with_bias, biased_split.train, one)
+    truth = tg.value[tg.user == j]
+    assert m["overall"]["rmse"] == pytest.approx(float(np.sqrt(np.mean((p - truth) ** 2))),
+                                                 rel=1e-4)

@@ -77,18 +77,24 @@ def private_popularity_metrics(noisy_counts: np.ndarray, train, eval_set, privac
 def evaluate_ratings(model, train, eval_set) -> dict:
     """RMSE of a rating model on ``eval_set.targets`` (overall and per popularity bucket of
     the training counts): each evaluated user folded in from their training ratings
-    (``eval_set.history``) with the labels training used, y = clip(r − μ̂, ±c); predictions
-    μ̂ + ⟨u, v_i⟩ clipped to the rating range."""
+    (``eval_set.history``) with the labels training used, y = clip(r − μ̂ − b̂_i, ±c) less
+    the user's own bias b_j; predictions μ̂ + b̂_i + b_j + ⟨u, v_i⟩ clipped to the rating
+    range."""
     from dpmt.metrics import rmse
-    from dpmt.train.labels import rating_labels
+    from dpmt.labels import centre_by_user, rating_labels
 
     cfg = model.config
     buckets, counts = _buckets(train)
     hist = eval_set.history
-    U = model.user_embeddings(hist, labels=rating_labels(hist.value, model.offsets(hist.item),
-                                                         cfg.label_clip))
+    labels = rating_labels(hist.value, model.offsets(hist.item), cfg.label_clip)
+    bias = np.zeros(hist.n_users)
+    if cfg.rating_user_bias:           # each user's own bias, from their history only
+        labels, bias = centre_by_user(labels, hist.user, hist.n_users, cfg.user_bias_reg,
+                                      cfg.label_clip)
+    U = model.user_embeddings(hist, labels=labels)
     tg = eval_set.targets
-    m = rmse(U, model.item_embeddings, tg, offset=model.offsets(tg.item),
+    m = rmse(U, model.item_embeddings, tg,
+             offset=model.offsets(tg.item) + bias[np.asarray(tg.user)],
              item_buckets=buckets, clip=cfg.rating_bounds)
     _bucket_ranges(m, buckets, counts)
     m["privacy"] = model.privacy_summary()

@@ -40,7 +40,7 @@ from dpmt.registry import TASKS
 from dpmt.train.checkpoint import Checkpoint, LoopState, data_fingerprint
 from dpmt.train.checks import (check_inputs, check_resumed_ledger, check_weight_budget,
                                warn_if_delta_protects_nobody)
-from dpmt.train.labels import rating_labels
+from dpmt.labels import centre_by_user, rating_labels
 from dpmt.train.methods import ItemMethod, initial_item_state, make_steps, method_of
 from dpmt.train.plan import PrivacyPlan, make_plan, releases_counts, sampler_draws
 from dpmt.train.weights import compute_weights
@@ -165,6 +165,10 @@ def setup(train, config: TrainConfig | None = None, *, validation=None, test=Non
         item_offsets = once.get("item_offsets", lambda: release_item_offsets(
             cfg, plan, ledger, train, labels, noisy_counts, src))
         labels = rating_labels(train.value, offset + item_offsets[train.item], cfg.label_clip)
+    # 3b. each user's own bias out of the labels (never released: joint DP, like u_j)
+    if cfg.rating_user_bias:
+        labels, _ = centre_by_user(labels, train.user, train.n_users, cfg.user_bias_reg,
+                                   cfg.label_clip)
     # 4. the private spectral start (issue 10), once; a resumed run restarts from its saved
     # V (the release is already in the checkpoint's ledger: check_resumed_ledger)
     if cfg.spectral_start and not saved:
