@@ -63,9 +63,9 @@ def write_file(path: str, rows: int, seed: int = 0) -> None:
 
 def measure(kind: str, path: str) -> dict:
     code = ("import resource, time; t0 = time.perf_counter(); PATH = " + repr(path) + "; "
-            + CODE[kind] + "; import json; print(json.dumps({'seconds': time.perf_counter() - "
-            "t0, 'rows': int(n), 'peak_rss_bytes': resource.getrusage(resource.RUSAGE_SELF)"
-            ".ru_maxrss * 1024}))")
+            + CODE[kind] + "; import json; u = resource.getrusage(resource.RUSAGE_SELF); "
+            "print(json.dumps({'seconds': time.perf_counter() - t0, 'cpu_seconds': "
+            "u.ru_utime + u.ru_stime, 'rows': int(n), 'peak_rss_bytes': u.ru_maxrss * 1024}))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env=dict(os.environ, JAX_PLATFORMS="cpu"))
     if p.returncode:
@@ -135,6 +135,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=1,
                     help="runs per reader, interleaved; the fastest is reported (the machine "
                          "may be shared)")
+    ap.add_argument("--readers", default=",".join(CODE),
+                    help=f"comma-separated subset of {', '.join(CODE)}")
     ap.add_argument("--rejects", action="store_true",
                     help="what each reader makes of small files with quotes, text ids, "
                          "duplicates, bad rows ... (instead of the timing)")
@@ -155,9 +157,13 @@ def main(argv=None) -> int:
         write_file(args.file, args.rows)
         print(f"wrote {args.file} ({os.path.getsize(args.file) / 2**20:.0f} MiB) in "
               f"{time.perf_counter() - t0:.0f} s", flush=True)
-    runs: dict[str, list] = {k: [] for k in CODE}
+    readers = [k.strip() for k in args.readers.split(",") if k.strip()]
+    bad = [k for k in readers if k not in CODE]
+    if bad:
+        ap.error(f"--readers: unknown {', '.join(bad)} (have {', '.join(CODE)})")
+    runs: dict[str, list] = {k: [] for k in readers}
     for _ in range(max(1, args.repeat)):
-        for k in CODE:
+        for k in readers:
             runs[k].append(measure(k, args.file))
     out = {}
     for k, rs in runs.items():
@@ -166,8 +172,9 @@ def main(argv=None) -> int:
                        all_seconds=[round(r["seconds"], 2) for r in ok]) if ok else rs[0])
     for k, v in out.items():
         print(f"{k:>11}: " + (v["error"] if "error" in v else
-                              f"{v['seconds']:.2f} s, peak RSS {v['peak_rss_bytes'] / 2**30:.2f} "
-                              f"GiB, {v['rows']:,} rows"), flush=True)
+                              f"{v['seconds']:.2f} s ({v['cpu_seconds']:.1f} s CPU), peak RSS "
+                              f"{v['peak_rss_bytes'] / 2**30:.2f} GiB, {v['rows']:,} rows"),
+              flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)

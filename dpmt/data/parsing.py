@@ -248,7 +248,10 @@ def _fast_parse(data: bytes, lay: Layout) -> dict[str, np.ndarray]:
     ends = [c[2] for c in chunks[1:]] + [row]
     for key, parts in text.items():
         if parts:            # text ids: every id as its exact bytes, numbers as written
-            width = max(_MAX_DIGITS, *(a.dtype.itemsize for a in parts.values()))
+            numeric = [out[key][r0:r1] for (_p, _s, r0), r1 in zip(chunks, ends)
+                       if r0 not in parts and r1 > r0]
+            width = max([a.dtype.itemsize for a in parts.values()]
+                        + [len(str(int(a.max()))) for a in numeric])
             col = np.empty(row, f"S{width}")
             for (_p, _s, r0), r1 in zip(chunks, ends):
                 col[r0:r1] = parts[r0] if r0 in parts else out[key][r0:r1].astype(col.dtype)

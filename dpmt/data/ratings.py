@@ -208,7 +208,7 @@ def dense_ids(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ids) come back as text."""
     raw = np.asarray(raw)
     if raw.dtype.kind == "S":                             # exact UTF-8 bytes (the parser's)
-        ids, inv = np.unique(raw, return_inverse=True)    # byte order = code point order
+        ids, inv = _unique_bytes(raw)                     # byte order = code point order
         try:
             text = [x.decode("utf-8") for x in ids.tolist()]
         except UnicodeDecodeError as e:
@@ -238,6 +238,31 @@ def dense_ids(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     except TypeError as e:                                # e.g. mixed str/int objects
         raise DataError(f"raw ids must be sortable values of one kind ({e})") from None
     return ids, inv.reshape(-1).astype(np.int32)
+
+
+def _unique_bytes(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(raw, return_inverse=True)`` for a byte-string array, sorting ids of up to
+    16 bytes as two big-endian integers (their order is the strings' order: the padding
+    bytes are zeros), several times faster than numpy's string sort."""
+    n, width = len(raw), raw.dtype.itemsize
+    if width > 16 or n == 0 or width == 0:
+        return np.unique(raw, return_inverse=True)
+    b = np.zeros((n, 16), np.uint8)
+    b[:, :width] = raw.view(np.uint8).reshape(n, width)
+    k = b.view(">u8").astype(np.uint64)
+    del b
+    hi, lo = k[:, 0], k[:, 1]
+    order = np.argsort(hi, kind="stable") if width <= 8 else np.lexsort((lo, hi))
+    hs = hi[order]
+    new = np.empty(n, bool)
+    new[0] = True
+    new[1:] = hs[1:] != hs[:-1]
+    if width > 8:
+        ls = lo[order]
+        new[1:] |= ls[1:] != ls[:-1]
+    inv = np.empty(n, np.int64)
+    inv[order] = np.cumsum(new) - 1
+    return raw[order[new]], inv
 
 
 def one_entry_per_pair(user: np.ndarray, item: np.ndarray, n_items: int,
