@@ -15,9 +15,9 @@ per popularity bucket, B1 = tail), per ε, with seeds where the test set is smal
   is the charged version. Every private fit spends the cell's full (ε, δ).
 
 Everything the command writes is measured in the run that writes the report; only the
-report's hand-written tail (:data:`dpmt.apps.quality_report.HAND_WRITTEN`: what was tried
+report's hand-written tail (:data:`benchmarks.quality_report.HAND_WRITTEN`: what was tried
 elsewhere and not kept, with its commands) is kept from the previous file. The report
-itself is built in :mod:`dpmt.apps.quality_report`.
+itself is built in :mod:`benchmarks.quality_report`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import math
 import time
 from pathlib import Path
 
-from dpmt.apps.quality_report import K, METRIC, load_rows, write_report
+from benchmarks.quality_report import K, METRIC, load_rows, write_report
 from dpmt.config import ExecutionConfig, TrainConfig
 from dpmt.runtime import release_compiled_code
 
@@ -218,6 +218,11 @@ def n_cells(ds: Dataset) -> int:
     per_eps = 2 + len(ds.weightings) + (len(SOLVES) if ds.solve_grid else 0)
     return len(ds.seeds) * (2 + len(ds.epsilons) * per_eps)
 
+#: ``dpmt quality`` (an entry point of the ``dpmt.commands`` group, see pyproject.toml)
+HELP = ("the quality benchmark: Recall@20 of every method, tuned on validation, reported on "
+        "test, per ε and per popularity bucket; writes QUALITY.md")
+
+
 def main(args) -> int:
     """``dpmt quality [--quick] [--out DIR]``."""
     from tqdm.auto import tqdm
@@ -275,3 +280,7 @@ def add_arguments(p) -> None:
                    help="keep the datasets an interrupted run in --out finished (from "
                         "DIR/quality/quality.json) and run only the others")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+#: the entry point's ``run(args)``
+run = main

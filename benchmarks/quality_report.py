@@ -1,7 +1,7 @@
-"""The report of the quality benchmark (:mod:`dpmt.apps.quality`): the summary over seeds,
+"""The report of the quality benchmark (:mod:`benchmarks.quality`): the summary over seeds,
 the targets table, the per-dataset tables and plots, and QUALITY.md itself (with its
 hand-written tail kept), and reading its raw rows back from ``quality.json``. A dataset
-``ds`` here is a :class:`dpmt.apps.quality.Dataset` (read, never imported: the benchmark
+``ds`` here is a :class:`benchmarks.quality.Dataset` (read, never imported: the benchmark
 imports its report, not the other way round).
 """
 

@@ -2,8 +2,8 @@
 quality benchmark shows equal or better Recall@20.)
 
 On the quality benchmark's own datasets, splits, seeds, budgets and grids
-(:func:`dpmt.apps.quality.datasets`, the cells of its "adaptive, SSP shift" rows and its ALS
-rows), each cell is tuned three ways with :func:`dpmt.apps.quality.tune_cell` (best of the grid
+(:func:`benchmarks.quality.datasets`, the cells of its "adaptive, SSP shift" rows and its ALS
+rows), each cell is tuned three ways with :func:`benchmarks.quality.tune_cell` (best of the grid
 and of the popularity-prior η on validation, reported on test):
 
 * ``shift`` — QUALITY.md's row: checked Cholesky item solve, exact user step;
@@ -28,7 +28,7 @@ import time
 
 import numpy as np
 
-from dpmt.apps.quality import datasets, tune_cell
+from benchmarks.quality import datasets, tune_cell
 from dpmt.config import ExecutionConfig
 from dpmt.train.rundir import prepare_data
 

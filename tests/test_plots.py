@@ -122,7 +122,7 @@ def _quality_summary(n_private: int, seeds: int, eps=(1.0, 5.0, 20.0)):
 
 @pytest.mark.parametrize("n_private", [2, 12])
 def test_the_quality_plot_is_readable(n_private, tmp_path):
-    from dpmt.apps import quality_report as qr
+    from benchmarks import quality_report as qr
 
     summary, ds, methods = _quality_summary(n_private, seeds=1)
     fig = qr.quality_figure(summary, ds)
@@ -151,7 +151,7 @@ def test_the_quality_plot_is_readable(n_private, tmp_path):
 
 
 def test_the_quality_plot_has_error_bars_with_several_seeds():
-    from dpmt.apps import quality_report as qr
+    from benchmarks import quality_report as qr
 
     summary, ds, _ = _quality_summary(3, seeds=3)
     fig = qr.quality_figure(summary, ds)
@@ -160,7 +160,7 @@ def test_the_quality_plot_has_error_bars_with_several_seeds():
 
 
 def test_the_quality_summary_keeps_the_random_level():
-    from dpmt.apps import quality_report as qr
+    from benchmarks import quality_report as qr
 
     test = {"overall": 0.1, "buckets": [0.1] * 5, "users": 10, "random": 0.03,
             "bucket_random": [0.06] * 5, "bucket_users": [2] * 5}

@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from dpmt.apps import quality as q
-from dpmt.apps import quality_report as qr
+from benchmarks import quality as q
+from benchmarks import quality_report as qr
 from dpmt.config import ExecutionConfig, TrainConfig
 
 QUIET = ExecutionConfig(progress=False)

@@ -407,14 +407,6 @@ def build_parser() -> argparse.ArgumentParser:
     stream.add_arguments(st)
     st.set_defaults(func=stream.run)
 
-    from dpmt.apps import quality
-
-    q = sub.add_parser("quality", help="the quality benchmark: Recall@20 of every method, "
-                                       "tuned on validation, reported on test, per ε and per "
-                                       "popularity bucket; writes QUALITY.md")
-    quality.add_arguments(q)
-    q.set_defaults(func=quality.main)
-
     _add_plugin_commands(sub)
 
     d = sub.add_parser("demo", help="the README's first command: fetch ML-100K, train the "

@@ -2,7 +2,7 @@
 entries, a distinct colour and marker (bars: colour, then hatch) per series, the legend
 outside the data, at most 1,920 px wide at :data:`PLOT_DPI`, the random level as a black
 dashed line. Used by the compare grid (:mod:`dpmt.apps.compare`), the quality report's
-plots (:mod:`dpmt.apps.quality_report`) and ``dpmt stream --compare --plot``."""
+plots (:mod:`benchmarks.quality_report`) and ``dpmt stream --compare --plot``."""
 
 from __future__ import annotations
 
