@@ -260,7 +260,8 @@ def _assemble(cols: dict, lines: np.ndarray | None, lay: Layout, path: Path,
     value = np.ones(n, np.float32) if value is None else value.astype(np.float32)
     ts = cols.get("timestamp")
     if ts is not None:
-        ts = np.rint(ts).astype(np.int64) if ts.dtype.kind == "f" else ts.astype(np.int64)
+        ts = np.rint(ts).astype(np.int64) if ts.dtype.kind == "f" else \
+            ts.astype(np.int64, copy=False)
     keep = one_entry_per_pair(
         user, item, len(item_ids), ts, on_duplicate=on_duplicate, user_ids=user_ids,
         item_ids=item_ids, source=str(path), unit=lay.unit,
@@ -504,16 +505,16 @@ def load_file(path: str | Path, fmt: str | None = None, *, rating_range="auto",
                             "Mac OS convention); convert it to LF or CRLF line endings, e.g. "
                             "with `tr '\\r' '\\n'`")
     lay = layout(canon, data, p, rating_range, columns)
-    body = data
-    for _ in range(lay.header_lines):
-        cut = body.find(b"\n")
-        body = b"" if cut < 0 else body[cut + 1:]
-    del data
-    if not body or body.isspace():
+    offset = 0                                           # the body starts after the header
+    for _ in range(lay.header_lines):                    # (an offset: no copy of the body)
+        cut = data.find(b"\n", offset)
+        offset = len(data) if cut < 0 else cut + 1
+    if offset >= len(data) or (len(data) - offset < 1 << 16 and data[offset:].isspace()):
         raise DataError(f"{p}: file has a header but no ratings")
-    if not body.endswith(b"\n"):
-        body += b"\n"
-    cols, lines = parse_body(body, lay, p)
+    if not data.endswith(b"\n"):
+        data += b"\n"
+    cols, lines = parse_body(data, lay, p, offset=offset)
+    del data                                             # the columns hold no reference
     if len(cols["user"]) == 0:
         raise DataError(f"{p}: no ratings found (only blank lines)")
     return _assemble(cols, lines, lay, p, on_duplicate, name or p.name, catalogue)

@@ -147,8 +147,9 @@ _POW10 = [np.power(10.0, np.arange(w - 1, -1, -1)) for w in range(_MAX_DIGITS + 
 _POW10_SCALAR = np.power(10.0, np.arange(_MAX_DIGITS + 1))
 
 
-def _fast_parse(data: bytes, lay: Layout) -> dict[str, np.ndarray]:
-    """Parse the body (header removed, ends with a newline) or raise _GiveUp.
+def _fast_parse(data: bytes, lay: Layout, offset: int = 0) -> dict[str, np.ndarray]:
+    """Parse the body (from ``offset``, past the header; ends with a newline) or raise
+    _GiveUp.
 
     Works through the bytes in chunks of whole lines (small chunks keep the temporaries in
     cache and avoid fresh page faults), in a few threads. Structure check per chunk:
@@ -156,6 +157,8 @@ def _fast_parse(data: bytes, lay: Layout) -> dict[str, np.ndarray]:
     """
     sep = lay.sep
     if sep == "::":
+        if offset:
+            data, offset = data[offset:], 0
         # Map '::' to ':' so the separator is one byte; a lone ':' would then be taken for a
         # separator, so first make sure every ':' in the file belongs to a '::' pair.
         if data.count(b":") != 2 * data.count(b"::"):
@@ -166,7 +169,7 @@ def _fast_parse(data: bytes, lay: Layout) -> dict[str, np.ndarray]:
     k = lay.ncols - 1                                     # separators per line
     # Chunks of whole lines, with the row where each starts.
     chunks = []
-    pos, row, total = 0, 0, len(data)
+    pos, row, total = offset, 0, len(data)
     while pos < total:
         stop = data.rfind(b"\n", pos, min(pos + _CHUNK_BYTES, total)) + 1
         if stop <= pos:                                  # one line longer than a chunk
@@ -443,8 +446,10 @@ def check_values(cols: dict, lines: np.ndarray | None, lay: Layout, path: Path) 
             raise DataError(f"{at(i)}: {_rating_problem(float(r[i]), rr)}")
 
 
-def parse_body(body: bytes, lay: Layout, path: Path) -> tuple[dict, np.ndarray | None]:
-    """Parse a file body (header removed, ends with a newline) with layout ``lay``.
+def parse_body(body: bytes, lay: Layout, path: Path, offset: int = 0
+               ) -> tuple[dict, np.ndarray | None]:
+    """Parse a file body (from byte ``offset``, past the header; ends with a newline) with
+    layout ``lay``.
 
     Returns (columns, line numbers or None). Columns: ``user``/``item`` int64 (or str for
     RecBole text tokens), ``rating`` float64, ``timestamp`` int64, each present where the
@@ -452,8 +457,8 @@ def parse_body(body: bytes, lay: Layout, path: Path) -> tuple[dict, np.ndarray |
     (no blank lines). Raises DataError naming the first bad line.
     """
     try:
-        cols = _fast_parse(body, lay)
+        cols = _fast_parse(body, lay, offset)
         check_values(cols, None, lay, path)
         return cols, None
     except _GiveUp:
-        return _slow_parse(body, lay, path)
+        return _slow_parse(body[offset:] if offset else body, lay, path)

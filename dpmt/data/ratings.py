@@ -221,9 +221,8 @@ def dense_ids(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             present = np.zeros(hi + 1, bool)
             present[raw] = True
             ids = np.flatnonzero(present)
-            remap = np.cumsum(present, dtype=np.int64) - 1
-            return ids.astype(raw.dtype if raw.dtype.kind == "i" else np.int64), \
-                remap[raw].astype(np.int32)
+            remap = np.cumsum(present, dtype=np.int32) - 1
+            return ids.astype(raw.dtype if raw.dtype.kind == "i" else np.int64), remap[raw]
     if raw.dtype.kind == "f" and len(raw):
         bad = ~np.isfinite(raw) | (np.abs(raw) >= 2.0**53)
         if bad.any():
