@@ -147,11 +147,18 @@ def targets(summary, names: list[str], epsilons: dict[str, tuple]) -> list[tuple
             out.append((f"{ds}, ε={eps:g}: defaults within 0.01 of the tuned best",
                         d["test"] >= best["test"] - 0.01,
                         f"{d['test']:.4f} vs {best['test']:.4f}" + _paired_gap(d, best)))
+        ease = summary.get((ds, "EASE (non-private, tuned)", inf))
+        als_s = summary.get((ds, "ALS (non-private, tuned)", inf))
+        if ease is not None and als_s is not None:
+            out.append((f"{ds}: non-private ALS within 0.01 of EASE", als_s["test"] >=
+                        ease["test"] - 0.01, f"ALS {als_s['test']:.4f}, EASE {ease['test']:.4f}"))
         if ds.startswith("Skewed synthetic"):
-            als = summary[(ds, "ALS (non-private, tuned)", inf)]["test"]
+            # the best non-private baseline of the table (ALS or EASE) is the ceiling
+            als = max(summary[(ds, m, inf)]["test"] for m in ("ALS (non-private, tuned)",
+                      "EASE (non-private, tuned)") if (ds, m, inf) in summary)
             pop = summary[(ds, "popularity (exact, not private)", inf)]["test"]
-            for eps, goal, what in ((20.0, als, "≥ non-private ALS"),
-                                    (5.0, als - 0.02, "within 0.02 of non-private ALS"),
+            for eps, goal, what in ((20.0, als - 0.01, "≥ best non-private − 0.01"),
+                                    (5.0, als - 0.02, "within 0.02 of best non-private"),
                                     (1.0, pop + 0.05, "≥ popularity + 0.05")):
                 if (ds, "dpmt defaults", eps) in summary:
                     m, s = best_private(summary, ds, eps)
@@ -160,7 +167,7 @@ def targets(summary, names: list[str], epsilons: dict[str, tuple]) -> list[tuple
                         more = [f"ε = {e:g}: {best_private(summary, ds, e)[1]['test']:.4f}"
                                 for e in epsilons[ds] if e > eps
                                 and (ds, "dpmt defaults", e) in summary]
-                        scale = (f" (best private at {', '.join(more)}; non-private ALS "
+                        scale = (f" (best private at {', '.join(more)}; best non-private "
                                  f"{als:.4f})" if more else "")
                     ref = summary[(ds, "ALS (non-private, tuned)" if eps > 1 else
                                    "popularity (exact, not private)", inf)]

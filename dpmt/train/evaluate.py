@@ -57,6 +57,21 @@ def _score_metrics(scores: np.ndarray, train, eval_set, ks) -> dict:
                            item_counts=counts)
 
 
+def ease_metrics(train, eval_set, reg: float, ks=KS, gram=None) -> dict:
+    """The EASE baseline (:mod:`dpmt.baselines`; exact, not private) at ridge ``reg``
+    (``gram``: :func:`~dpmt.baselines.ease_gram` of ``train``, for a grid of λ)."""
+    from dpmt.baselines import ease_score_fn, ease_weights
+    from dpmt.metrics import ranking_metrics
+
+    buckets, counts = _buckets(train)
+    fn = ease_score_fn(ease_weights(train, reg, gram), eval_set.history)
+    m = ranking_metrics(None, None, eval_set.history, eval_set.targets, ks=ks,
+                        item_buckets=buckets, score_fn=fn, item_counts=counts)
+    m["privacy"] = {"epsilon": math.inf, "delta": 0.0, "private": False,
+                    "privacy_unit": PRIVACY_UNIT}
+    return m
+
+
 def popularity_metrics(train, eval_set, ks=KS) -> dict:
     """The popularity baseline (score = exact training count; not private)."""
     m = _score_metrics(train.item_counts(), train, eval_set, ks)
