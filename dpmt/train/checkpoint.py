@@ -61,7 +61,7 @@ class Checkpoint:
     def save(self, state: LoopState, ledger: PrivacyLedger | None, noisy_counts, noisy_n,
              history: list[dict], *, config_fingerprint: str, data_fingerprint: str,
              noise: NoiseSource, label_offset: float | None = None, item_offsets=None,
-             selected_items=None) -> None:
+             selected_items=None, users=None) -> None:
         from flax import serialization
 
         arrays = {"version": np.array(CHECKPOINT_VERSION),
@@ -83,6 +83,10 @@ class Checkpoint:
             arrays["label_offset"] = np.array(float(label_offset))
         if item_offsets is not None:
             arrays["item_offsets"] = np.asarray(item_offsets, np.float64)
+        if users is not None:
+            # the last user step's U (private: trainer state only, never in the model): the
+            # warm start of user_solve="cg", so that a resumed run is bit-identical
+            arrays["U"] = np.asarray(users, np.float32)
         atomic_save_npz(self.path, **arrays)
 
     def exists(self) -> bool:
@@ -142,6 +146,8 @@ class Checkpoint:
                 state["label_offset"] = float(raw["label_offset"])
             if "item_offsets" in raw:
                 state["item_offsets"] = raw["item_offsets"]
+            if "U" in raw:
+                state["U"] = raw["U"]
         except DataError:
             raise
         except (KeyError, ValueError, TypeError, json.JSONDecodeError) as e:

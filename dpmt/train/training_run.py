@@ -55,7 +55,8 @@ class TrainingRun:
     ``cfg`` is the config as given, ``model_cfg`` with its auto settings resolved (``why``:
     the reasons). ``plan``/``ledger`` are None for a non-private run. ``state`` is the loop
     state (V, the next iteration, the item step's state); ``U`` the last user step's output,
-    kept in memory only (``user_solve="cg"`` warm-starts from it; never checkpointed).
+    never released (``user_solve="cg"`` warm-starts from it, and the trainer's checkpoint keeps
+    it so that a resumed run is bit-identical).
     ``released_counts`` are the counts as released, before a private selection;
     ``noisy_counts`` those of the selected items.
     """
@@ -184,16 +185,20 @@ def setup(train, config: TrainConfig | None = None, *, validation=None, test=Non
     check_weight_budget(model_cfg, train, w)
     steps = make_steps(model_cfg, train, w, labels=labels, item_features=item_features,
                        devices=ex.devices)
-    state, history = LoopState(V0, 0, steps.item_step.init(k_init, V0)), []
+    state, history, U = LoopState(V0, 0, steps.item_step.init(k_init, V0)), [], None
     if saved:
         state = LoopState(jnp.asarray(saved["V"]), saved["iteration"], saved["item_state"])
         history = saved["history"]
+        # the CG user step's warm start, so that the resumed run is bit-identical (sharded
+        # runs restart the user step exactly, as before: U is sharded by users there)
+        if "U" in saved and steps.mesh is None:
+            U = jnp.asarray(saved["U"])
     return TrainingRun(
         cfg=cfg, model_cfg=model_cfg, why=why, ex=ex, plan=plan, ledger=ledger, noise=src,
         train=train, eval_set=eval_set, method=method_of(model_cfg), steps=steps, state=state,
         k_iter=src.jax_key("iterations"),
         n_norm=float(noisy_n) if noisy_n is not None else float(train.n_users),
-        history=history, offset=offset, item_offsets=item_offsets,
+        history=history, U=U, offset=offset, item_offsets=item_offsets,
         released_counts=released_counts, noisy_counts=noisy_counts, noisy_n=noisy_n,
         selected=selected, checkpoint=ckpt, fingerprints=fingerprints, t_start=t_start,
         t_loop=time.time())
