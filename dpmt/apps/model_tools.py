@@ -24,20 +24,16 @@ from dpmt.errors import ConfigError, DataError
 
 # -- recommend for many users ------------------------------------------------------------------
 def read_histories(path: str, model):
-    """{raw user id: (raw item ids, values)} of a ratings file, items the model lacks left
-    out (counted)."""
-    from dpmt.data.adapters import as_ratings
+    """{raw user id: (raw item ids, values)} of a ratings file (read as ``dpmt train
+    --dataset FILE`` reads it: CSV/TSV with text ids and quoted fields, ``.inter``,
+    Parquet; no rating scale), items the model lacks left out (counted)."""
+    from dpmt.data import load
 
     p = Path(path)
-    if p.suffix.lower() == ".parquet":
-        r = as_ratings(_read_parquet(p), name=p.stem)
-    elif p.suffix.lower() in (".csv", ".tsv"):
-        r = as_ratings(_read_delimited(p, "\t" if p.suffix.lower() == ".tsv" else ","),
-                       name=p.stem)
-    else:
-        from dpmt.data import load
-
-        r = load(str(p), progress=False, rating_range=None)
+    if not p.is_file():
+        raise DataError(f"histories file {p} does not exist" if not p.exists()
+                        else f"histories file {p} is not a file")
+    r = load(str(p), progress=False, rating_range=None)
     known = np.isin(r.item_ids, model.item_ids)
     keep = known[r.item]
     by_user: dict = {}
@@ -99,47 +95,6 @@ def _arrow():
     except ImportError:
         raise ConfigError("Parquet needs pyarrow (pip install pyarrow); or use .csv") from None
     return pa, pq
-
-
-def _read_delimited(p: Path, sep: str) -> dict:
-    """Columns of a CSV/TSV with a header (ids kept as text, quoted fields allowed); numbers
-    where a whole column parses as numbers."""
-    import csv
-
-    try:
-        with open(p, newline="", encoding="utf-8-sig") as f:
-            rows = list(csv.reader(f, delimiter=sep))
-    except FileNotFoundError:
-        raise DataError(f"histories file {p} does not exist") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise DataError(f"cannot read {p}: {e}") from None
-    rows = [r for r in rows if r]
-    if len(rows) < 2:
-        raise DataError(f"{p}: expected a header (user,item[,rating]) and at least one row")
-    head, body = [h.strip() for h in rows[0]], rows[1:]
-    bad = next((n for n, r in enumerate(body, 2) if len(r) != len(head)), None)
-    if bad is not None:
-        raise DataError(f"{p}:{bad}: {len(body[bad - 2])} fields, the header has {len(head)}")
-    cols = {}
-    for j, name in enumerate(head):
-        vals = [r[j].strip() for r in body]
-        try:
-            cols[name] = np.array([float(v) for v in vals])
-            if name.lower() in ("user", "item", "userid", "itemid", "user_id", "item_id",
-                                "movieid", "movie_id") and np.all(cols[name] == np.round(
-                                    cols[name])):
-                cols[name] = cols[name].astype(np.int64)
-        except ValueError:
-            cols[name] = np.array(vals, dtype=object)
-    return cols
-
-
-def _read_parquet(p: Path):
-    _, pq = _arrow()
-    try:
-        return pq.read_table(p)
-    except OSError as e:
-        raise DataError(f"cannot read {p} as Parquet: {e}") from None
 
 
 # -- export -----------------------------------------------------------------------------------

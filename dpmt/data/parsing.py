@@ -3,9 +3,9 @@ column layout :func:`~dpmt.data.layout.layout` decided (:mod:`dpmt.data.layout`,
 names are re-exported here). :func:`parse_body` turns the bytes into columns.
 
 Parsing strategy. Files are read as bytes and parsed by a vectorised numpy byte parser (a
-20M-line, 466 MB ML-20M-sized ``ratings.csv`` loads in 11-14 s on 2 shared cores, about
-half of it parsing; peak memory about 1.8 GiB: ``benchmarks/parser_bench.md``) that only
-accepts the plain shape of these files: exactly the expected number of fields on every
+20M-line, 466 MB ML-20M-sized ``ratings.csv`` loads in about 9 s on 2 shared cores with a
+peak of 1.2 GiB, as fast as pyarrow.csv and smaller: ``benchmarks/parser_bench.md``) that
+only accepts the plain shape of these files: exactly the expected number of fields on every
 line, unsigned decimal numbers in the value columns, fields quoted whole (``"22"``) where
 the layout allows quoting, and ids that are decimal numbers or (in a layout of text ids)
 plain text tokens. Anything else (blank lines, signs, exponents, ``nan``, a quote inside a
