@@ -98,6 +98,15 @@ def main(argv=None) -> dict:
         return f
 
     st = gd.steps
+    from dpmt.solvers.layout import task_layout
+
+    # the parent commit's fit built GD a plain task layout (no segments)
+    plain = st.items if st.items.segments is None else task_layout(train, dim=a.dim)
+    print(f"task layout: {len(st.items.buckets)} buckets"
+          + ("" if st.items.segments is None else
+             f" + segments of {st.items.segments.width} ({len(st.items.long_rows)} long rows)")
+          + f"; the parent's plain layout: {len(plain.buckets)} buckets, padding "
+          f"{plain.padding_overhead:.3f}", flush=True)
     z = gd.method.noise(gd.plan.iterations[0].item).gd_multiplier
     enc = encoders.EmbeddingEncoder(n_items=train.n_items, dim=a.dim)
     import optax
@@ -112,7 +121,7 @@ def main(argv=None) -> dict:
         opt_state = optimizer.init(params)
         step = ng.make_noisy_gd_step(enc, optimizer, path="embedding", poisson=False)
         for t in range(g.steps):
-            params, opt_state = step(params, opt_state, st.items, U, st.weights, st.labels,
+            params, opt_state = step(params, opt_state, plain, U, st.weights, st.labels,
                                      jax.random.fold_in(key, t), *scalars, extra)
         return encoders.item_embeddings(enc, params)
 
@@ -152,7 +161,7 @@ def main(argv=None) -> dict:
     grad = fast_gradient()
     parts = {
         "old: clipped sum (whole chunks, scatter)": lambda: ng.clipped_gradient_sum(
-            enc, params, st.items, U, st.weights, st.labels, g.clip),
+            enc, params, plain, U, st.weights, st.labels, g.clip),
         "new: per-call slot data (prepare_steps, once per call)": lambda: ng.prepare_steps(
             st.items, st.users, U, st.weights, st.labels),
         "new: norms pass (user layout)": lambda: norms_users(V, st.users, U, data.users),
@@ -164,6 +173,18 @@ def main(argv=None) -> dict:
         "adam update": lambda: ng._apply_optimizer(optimizer, grad, opt_state, params),
     }
     part = best_of(parts, a.rounds)
+
+    # whole iterations as fit runs them (user step, Ĝ_U, item step), interleaved; the first
+    # compiles, the best of the others counts
+    from dpmt.train.loop import iterate
+
+    its = {k: [] for k in runs}
+    for t in range(min(gd.cfg.iterations, ssp.cfg.iterations)):
+        for k, run in runs.items():
+            t0 = time.perf_counter()
+            jax.block_until_ready(iterate(run, t).V)
+            its[k].append(time.perf_counter() - t0)
+    iteration = {k: min(v[1:]) if len(v) > 1 else v[0] for k, v in its.items()}
     print(f"\nparts of one noisy-GD step (best of {a.rounds}):")
     for k, v in part.items():
         print(f"  {k:<56} {v * 1e3:8.1f} ms")
@@ -173,7 +194,12 @@ def main(argv=None) -> dict:
               f"{first[k]:.1f} s)")
     if "gd old" in best:
         print(f"  speed-up of the noisy-GD item step: {best['gd old'] / best['gd new']:.2f}×")
-    return {"item_step": best, "parts": part}
+    print("whole iteration as fit runs it (user step + Ĝ_U + item step; best of iterations "
+          "2.., the first compiles):")
+    for k, v in iteration.items():
+        print(f"  {k:<8} {v:7.2f} s   {v / iteration['ssp']:5.2f}× SSP   (all: "
+              + ", ".join(f"{x:.2f}" for x in its[k]) + ")")
+    return {"item_step": best, "parts": part, "iteration": iteration}
 
 
 if __name__ == "__main__":

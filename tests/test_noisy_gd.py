@@ -297,3 +297,19 @@ def test_fast_path_refuses_a_foreign_user_layout():
     with pytest.raises(ConfigError, match="user layout"):
         noisy_gd(ENC, PARAMS, TL, X, W, Y, steps=1, clip_norm=1.0, noise_multiplier=1.0,
                  key=jax.random.key(0), user_layout=TL)
+
+
+def test_fast_path_on_a_segmented_task_layout():
+    """Long item rows cut into segments (as fit builds the layout on one device): the same
+    steps, the norms pass over the task layout included; the reference kernels refuse it."""
+    seg = task_layout(R, dim=D, segment_width=6, segment_min_saving=0.0, growth=16.0)
+    assert len(seg.buckets) == 1 and len(seg.long_rows) == 17     # 3 short rows, 17 long
+    opt = optax.adam(0.05)
+    kw = dict(clip_norm=2.5, noise_multiplier=1.0, reg=1.0, key=jax.random.key(3),
+              optimizer=opt, steps=4)
+    ref = noisy_gd(ENC, PARAMS, TL, X, W, Y, **kw)["params"]["embedding"]
+    for users in (None, UL):
+        got = noisy_gd(ENC, PARAMS, seg, X, W, Y, user_layout=users, **kw)
+        np.testing.assert_allclose(got["params"]["embedding"], ref, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ConfigError, match="segment"):
+        clipped_gradient_sum(ENC, PARAMS, seg, X, W, Y, 1.0)

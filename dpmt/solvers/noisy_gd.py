@@ -32,7 +32,13 @@ Per-user clipping is vectorised, never a Python loop over users:
   j's gradient has rows ``g_ij = w_ij ℓ'(⟨v_i, u_j⟩, y_ij) u_j`` for ``i ∈ Ω^j``, so
   ``‖g_j‖² = ‖u_j‖² Σ_i (w_ij ℓ'_ij)²`` — a segment sum over users of per-rating scalars — and
   the clipped sum's row ``i`` is ``Σ_j s_j w_ij ℓ'_ij u_j``, one batched product per bucket
-  chunk. No per-user gradient tensors and no ``(nnz, d)`` array.
+  chunk. No per-user gradient tensors and no ``(nnz, d)`` array. :func:`noisy_gd` on one
+  device runs it as :func:`fast_clipped_sum`: two passes per step over cache-sized row blocks
+  (the norms as row sums over the user layout, which gathers the small item table; then the
+  clipped rows over the task layout, long item rows in segments), the slots' weights and
+  labels gathered once per call. Where the time goes (``experiments/noisy_gd_profile.py``):
+  the two gathers of a d-vector per rating and step — 20 steps read every rating's u_j and
+  v_i 20 times each, where SSP's statistics read u_j once.
 * any encoder with a *user layout* (rows = users): per-user gradients by
   ``jax.vmap(jax.grad(user_loss))`` over micro-batches of padded user rows, clipped and
   summed inside a ``lax.scan`` (memory: micro-batch × parameter count).
@@ -131,14 +137,15 @@ def _n_users(layout: Layout) -> int:
     return layout.n_cols if layout.kind == "items" else layout.n_rows
 
 
-def _check_path(encoder, layout: Layout, mesh=None) -> str:
+def _check_path(encoder, layout: Layout, mesh=None, segments_ok: bool = False) -> str:
     if (mesh is None) != (_base(layout) is layout):
         raise ConfigError("noisy GD: pass a sharded layout (dpmt.solvers.sharding.shard_layout)"
                           " together with its mesh (noisy_gd(..., mesh=mesh)), or neither")
     layout = _base(layout)
     if not isinstance(layout, Layout):
         raise ConfigError(f"noisy GD needs a dpmt.solvers.layout.Layout (got {type(layout)!r})")
-    require_unsegmented(layout, "noisy GD")
+    if not segments_ok:
+        require_unsegmented(layout, "noisy GD")
     if layout.kind == "items":
         if not isinstance(encoder, EmbeddingEncoder):
             raise ConfigError("a task layout (rows = items) drives the fast embedding-table "
@@ -296,9 +303,11 @@ class SlotData(NamedTuple):
 
 
 def slot_data(layout: Layout, weights, labels) -> SlotData:
-    """:class:`SlotData` of ``layout`` (usable inside jit)."""
-    return SlotData([gather_slots(weights, b.chunks()) for b in layout.buckets],
-                    [gather_slots(labels, b.chunks()) for b in layout.buckets])
+    """:class:`SlotData` of ``layout`` (usable inside jit); a segmented layout's segments
+    bucket last."""
+    buckets = layout.buckets + (() if layout.segments is None else (layout.segments.bucket,))
+    return SlotData([gather_slots(weights, b.chunks()) for b in buckets],
+                    [gather_slots(labels, b.chunks()) for b in buckets])
 
 
 class StepData(NamedTuple):
@@ -353,14 +362,21 @@ def item_sq_sums(V, items: Layout, X, slots: SlotData, loss: Loss = squared_loss
             return r * r
         return map_row_blocks(block, c, w, y, dim=V.shape[-1])
 
-    return items.col_sum(items.map_chunks(chunk, slots.w, slots.y))
+    nb = len(items.buckets)
+    sq = items.col_sum(items.map_chunks(chunk, slots.w[:nb], slots.y[:nb]))
+    if items.segments is not None:
+        b = items.segments.bucket
+        r2 = jax.lax.map(lambda a: chunk(*a), (b.chunks(), slots.w[nb], slots.y[nb]))
+        sq = sq.at[b.cols.reshape(-1)].add(r2.reshape(-1))
+    return sq
 
 
 def clipped_item_rows(V, items: Layout, X, slots: SlotData, scale, loss: Loss = squared_loss
                       ) -> jax.Array:
     """Row ``i`` of the clipped sum, ``Σ_j scale_j w_ij ℓ'_ij x_j`` (m, d), over the task
     layout in cache-sized blocks: one gather of the users' rows per block, read twice (the
-    residuals, then the weighted sum)."""
+    residuals, then the weighted sum). A segmented layout's long rows are the sums of their
+    segments' rows."""
     resid = _residual_fn(loss)
 
     def chunk(c: Chunk, w, y):
@@ -371,7 +387,21 @@ def clipped_item_rows(V, items: Layout, X, slots: SlotData, scale, loss: Loss = 
             return jnp.einsum("nl,nld->nd", coef, Xg, precision=_HI)
         return map_row_blocks(block, c, w, y, dim=V.shape[-1])
 
-    return items.assemble(items.map_chunks(chunk, slots.w, slots.y))
+    nb = len(items.buckets)
+    parts = items.map_chunks(chunk, slots.w[:nb], slots.y[:nb])
+    long = None
+    if items.segments is not None:
+        seg = items.segments
+
+        def add(acc, xs):
+            c, local, w, y = xs
+            return acc.at[local].add(chunk(c, w, y)), None      # pad segments: the dump row
+
+        acc = jnp.zeros((seg.rows.shape[0] + 1, V.shape[-1]), jnp.float32)
+        acc, _ = jax.lax.scan(add, acc, (seg.bucket.chunks(), seg.local, slots.w[nb],
+                                         slots.y[nb]))
+        long = acc[:-1]
+    return items.assemble(parts, long)
 
 
 def fast_clipped_sum(V, items: Layout, users: Layout | None, X, data: StepData, clip_norm,
@@ -597,7 +627,8 @@ def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array |
       params (and opt_state if ``return_state``). Privacy: :func:`noisy_gd_dp_event`
       ``(noise_multiplier, steps, sampling_rate)`` with sensitivity ``G``.
     """
-    path = _check_path(encoder, layout, mesh)
+    # the fast path (one device) sums a segmented task layout's long rows from their segments
+    path = _check_path(encoder, layout, mesh, segments_ok=mesh is None)
     _check_scalars(clip_norm, noise_multiplier, sampling_rate, reg)
     check_range("steps", steps, low=0, integer=True)
     optimizer = DEFAULT_OPTIMIZER if optimizer is None else optimizer

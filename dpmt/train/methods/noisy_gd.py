@@ -62,8 +62,12 @@ class NoisyGDMethod(ItemMethod):
         return gd_initial_state(cfg, n_items, item_features, key)
 
     def layout(self, cfg: TrainConfig, devices: int) -> tuple[bool, bool]:
-        # the MLP's per-user gradients run over user rows: its item layout stays whole
-        return False, not cfg.gd.uses_mlp
+        # the embedding table's clipped rows are additive per item: long item rows in segments
+        # on one device (less padding, cache-sized rows; dpmt.solvers.noisy_gd.
+        # clipped_item_rows). The MLP's per-user gradients run over user rows: its item
+        # layout stays whole
+        table = not cfg.gd.uses_mlp
+        return table, table
 
     def needs_counts(self, cfg: TrainConfig) -> bool:
         return True                  # the gradient is normalised by the released n̂
