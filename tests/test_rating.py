@@ -70,9 +70,9 @@ def test_the_plan_charges_the_mean_the_offsets_and_the_label_range():
     assert names[:4] == ["rating_mean/sum", "rating_mean/count", "item_counts", "item_offsets"]
 
 
-def test_the_solver_sees_labels_inside_the_clipped_range(split, monkeypatch):
-    """Regression: whatever the ratings, the labels reaching the solvers satisfy the bound
-    |y| ≤ label_clip that the b-sensitivity assumes."""
+@pytest.fixture
+def seen_labels(monkeypatch):
+    """The labels each fit hands to the solvers (make_steps), as a dict filled on each fit."""
     import dpmt.train.training_run as setup
 
     seen = {}
@@ -83,8 +83,14 @@ def test_the_solver_sees_labels_inside_the_clipped_range(split, monkeypatch):
         return real(cfg, train, w, labels=labels, **k)
 
     monkeypatch.setattr(setup, "make_steps", spy)
+    return seen
+
+
+def test_the_solver_sees_labels_inside_the_clipped_range(split, seen_labels):
+    """Regression: whatever the ratings, the labels reaching the solvers satisfy the bound
+    |y| ≤ label_clip that the b-sensitivity assumes."""
     dpmt.fit(split.train, _cfg(label_clip=0.75), execution=QUIET)
-    y = seen["labels"]
+    y = seen_labels["labels"]
     assert y.shape == (split.train.nnz,)
     assert np.abs(y).max() <= 0.75 + 1e-6
     assert np.mean(np.isclose(np.abs(y), 0.75)) > 0.05          # the clip is active here
@@ -240,19 +246,10 @@ def test_centre_by_user_is_each_users_shrunk_mean_and_keeps_the_clip():
     np.testing.assert_allclose(user_biases(y2, users2, 4, 1.0)[:3], b[:3])
 
 
-def test_the_solver_sees_bias_centred_labels_inside_the_clip(biased_split, monkeypatch):
+def test_the_solver_sees_bias_centred_labels_inside_the_clip(biased_split, seen_labels):
     """The user bias is taken out before the item step, and the clip applied after it, so
     |y| ≤ label_clip (the b-sensitivity's bound) holds with the bias on."""
-    import dpmt.train.training_run as setup
-
-    seen = {}
-    real = setup.make_steps
-
-    def spy(cfg, train, w, *, labels=None, **k):
-        seen["labels"] = np.asarray(labels)
-        return real(cfg, train, w, labels=labels, **k)
-
-    monkeypatch.setattr(setup, "make_steps", spy)
+    seen = seen_labels
     tr = biased_split.train
     dpmt.fit(tr, _cfg(label_clip=0.75, noise_seed=0), execution=QUIET)
     y = seen["labels"]
