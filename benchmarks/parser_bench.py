@@ -113,8 +113,8 @@ def rejects(folder: str) -> dict:
             r = fn()
         except Exception as e:                               # noqa: BLE001 - reported
             return f"{type(e).__name__}: {str(e).splitlines()[0][:110]}"
-        ids = lambda a: ",".join(map(str, a.tolist()))       # noqa: E731
-        return f"ok: {r.nnz} rows, users {ids(r.user_ids)}, items {ids(r.item_ids)}"
+        return (f"ok: {r.nnz} rows, users {','.join(map(str, r.user_ids.tolist()))}, "
+                f"items {','.join(map(str, r.item_ids.tolist()))}")
 
     os.makedirs(folder, exist_ok=True)
     out = {}
@@ -122,8 +122,8 @@ def rejects(folder: str) -> dict:
         path = os.path.join(folder, f"case{k}.csv")
         with open(path, "w", encoding="utf-8", newline="") as f:
             f.write(text)
-        out[case] = {"dpmt": outcome(lambda: load_file(path)),
-                     "arrow": outcome(lambda: as_ratings(pc.read_csv(path)))}
+        out[case] = {"dpmt": outcome(lambda p=path: load_file(p)),
+                     "arrow": outcome(lambda p=path: as_ratings(pc.read_csv(p)))}
     return out
 
 

@@ -10,6 +10,7 @@ import builtins
 
 import numpy as np
 import pytest
+from _cli import cli
 
 from dpmt.config import TrainConfig
 from dpmt.data import as_ratings, load, load_file
@@ -17,8 +18,6 @@ from dpmt.data.adapters import from_sparse
 from dpmt.data.ratings import Ratings
 from dpmt.errors import ConfigError, DataError
 from dpmt.train.rundir import prepare_data
-
-from _cli import cli
 
 #: 12 users x 6 items, text ids, every field of the id columns quoted, one quoted rating
 USERS = [f"u{k:02d}" for k in range(12)]
@@ -85,7 +84,7 @@ def test_dpmt_info_reads_text_ids_quoted_fields_and_parquet(tmp_path, capsys):
 
 
 def test_quoted_numeric_fields_stay_on_the_fast_path(tmp_path, monkeypatch):
-    import dpmt.data.parsing as parsing
+    from dpmt.data import parsing
 
     rng = np.random.default_rng(1)
     n = 5000
@@ -221,9 +220,7 @@ def test_parquet_without_pyarrow_says_what_to_install(tmp_path, monkeypatch):
 def test_every_input_refuses_a_repeated_pair_through_one_check(tmp_path, monkeypatch):
     import scipy.sparse as sp
 
-    import dpmt.data.adapters as adapters
-    import dpmt.data.loaders as loaders
-    import dpmt.data.ratings as ratings
+    from dpmt.data import adapters, loaders, ratings
 
     calls = []
     real = ratings.one_entry_per_pair
@@ -280,7 +277,7 @@ def test_text_ids_stay_on_the_fast_path_and_equal_the_line_parser(tmp_path, monk
     written), and never falls back to it."""
     from pathlib import Path
 
-    import dpmt.data.parsing as parsing
+    from dpmt.data import parsing
 
     monkeypatch.setattr(parsing, "_CHUNK_BYTES", 1 << 16)     # several chunks, small file
     rng = np.random.default_rng(2)
