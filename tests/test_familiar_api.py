@@ -133,6 +133,13 @@ def test_recommend_for_every_user_of_a_file(run_dir, tmp_path, capsys):
     assert pq.read_table(tmp_path / "r.parquet").num_rows == 8
     assert cli(["recommend", "--model", run_dir, "--histories", h]) == 2
     assert "needs --out" in capsys.readouterr().err
+    # a DataFrame's column names and quoted fields, read as dpmt train reads files
+    h2 = tmp_path / "h2.csv"
+    h2.write_text('uid,iid,score\n"a","1",5\n"a","2",4\n"b","3",1\n')
+    assert cli(["recommend", "--model", run_dir, "--histories", h2, "--out",
+                tmp_path / "r2.csv", "-k", "4"]) == 0
+    assert "for 2 users" in capsys.readouterr().out
+    assert (tmp_path / "r2.csv").read_text().splitlines()[1:] == lines[1:]
 
 
 def test_evaluate_export_and_privacy_of_a_saved_model(run_dir, tmp_path, capsys):

@@ -26,14 +26,15 @@ from dpmt.errors import ConfigError, DataError
 def read_histories(path: str, model):
     """{raw user id: (raw item ids, values)} of a ratings file (read as ``dpmt train
     --dataset FILE`` reads it: CSV/TSV with text ids and quoted fields, ``.inter``,
-    Parquet; no rating scale), items the model lacks left out (counted)."""
+    Parquet; no rating scale; the header's columns named as a DataFrame's are, e.g.
+    ``uid,iid,score``), items the model lacks left out (counted)."""
     from dpmt.data import load
 
     p = Path(path)
     if not p.is_file():
         raise DataError(f"histories file {p} does not exist" if not p.exists()
                         else f"histories file {p} is not a file")
-    r = load(str(p), progress=False, rating_range=None)
+    r = load(str(p), progress=False, rating_range=None, columns=_columns_of_header(p))
     known = np.isin(r.item_ids, model.item_ids)
     keep = known[r.item]
     by_user: dict = {}
@@ -45,6 +46,35 @@ def read_histories(path: str, model):
         if len(u):
             by_user[r.user_ids[u[0]]] = (it, v)
     return by_user, int((~keep).sum())
+
+
+def _columns_of_header(p: Path) -> dict | None:
+    """The user/item/rating/timestamp columns of a CSV/TSV/Parquet header found by
+    :data:`dpmt.data.adapters.ALIASES` (the names a DataFrame's columns may have), for
+    ``load(columns=)``; None where the header names none (the loader's own names apply)."""
+    from dpmt.data.adapters import ALIASES
+    from dpmt.data.layout import _header_names, first_line
+    from dpmt.data.loaders import detect_format
+
+    fmt = detect_format(p)
+    if fmt == "parquet":
+        try:
+            import pyarrow.parquet as pq
+
+            names = list(pq.read_schema(p).names)
+        except Exception:                                # noqa: BLE001 - load() says why
+            return None
+    elif fmt in ("csv", "tsv"):
+        with open(p, "rb") as f:
+            head = first_line(f.read(1 << 16))
+        names = _header_names(head, "\t" if "\t" in head else ",")
+    else:
+        return None
+    lower = {n.lower(): n for n in names}
+    cols = {role: next((lower[a] for a in aliases if a in lower), None)
+            for role, aliases in ALIASES.items()}
+    cols = {role: name for role, name in cols.items() if name is not None}
+    return cols if "user" in cols and "item" in cols else None
 
 
 def recommend_many(model, histories: dict, k: int) -> dict[str, list]:
