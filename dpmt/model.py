@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import math
 import os
 from pathlib import Path
@@ -39,16 +38,13 @@ from typing import Sequence
 
 import numpy as np
 
-from dpmt._io import atomic_save_npz, atomic_write_json, atomic_write_text, jsonable
 from dpmt.config import BASE_REG, TrainConfig
 from dpmt.errors import ConfigError, DataError
 from dpmt.privacy.ledger import ML100K_TUNING_NOTE, PRIVACY_UNIT, PrivacyLedger
 from dpmt.item_ids import coerce_item_ids
 from dpmt.labels import centre_by_user, rating_labels
 from dpmt.ranking import top_k
-from dpmt.model_files import (ARRAYS_FILE, LEDGER_FILE, MODEL_FILE, MODEL_FORMAT,
-                              MODEL_VERSION, SHARED_DIR, TRAINER_DIR, check_meta_types,
-                              files_fingerprint, read_json, require_regular)
+from dpmt.model_files import load_model, save_model
 from dpmt.privacy.randomness import SEEDED_WARNING
 
 
@@ -465,38 +461,10 @@ class Model:
         return h.hexdigest()[:16]
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the *shareable* model into directory ``path``: ``item_embeddings.npz``,
-        ``ledger.json`` and ``model.json`` (written last, so a half-written directory is never
-        a loadable model). Nothing private goes there: no metrics (they read exact held-out
-        data), no checkpoint, no noise key or seed, no fingerprint of the training data.
-        ``model.json``'s ``fingerprint`` covers every file, the ledger included."""
-        out = Path(path)
-        if out.exists() and not out.is_dir():
-            raise ConfigError(f"cannot save a model to {out}: it is a file; give a directory")
-        arrays = {"V": self.item_embeddings, "item_ids": self.item_ids}
-        if self.item_counts is not None:
-            arrays["item_counts"] = np.asarray(self.item_counts)
-        if self.item_offsets is not None:
-            arrays["item_offsets"] = np.asarray(self.item_offsets, np.float64)
-        atomic_save_npz(out / ARRAYS_FILE, **arrays)
-        ledger_text = None
-        if self.ledger is not None:
-            ledger_text = self.ledger.to_json()
-            atomic_write_text(out / LEDGER_FILE, ledger_text)
-        meta = json.loads(json.dumps(jsonable(self._public_meta())))
-        meta["fingerprint"] = files_fingerprint(self.fingerprint(), ledger_text, meta)
-        atomic_write_json(out / MODEL_FILE, meta)
-        return out
-
-    def _public_meta(self) -> dict:
-        return {"format": MODEL_FORMAT, "version": MODEL_VERSION,
-                "privacy_unit": PRIVACY_UNIT, "n_items": self.n_items, "dim": self.dim,
-                "private": self.private,
-                "epsilon": self.epsilon, "delta": self.config.delta if self.private else 0.0,
-                "noise": self.noise_note(),
-                "config": self.config.public_dict(), "label_offset": self.label_offset,
-                "seconds": self.seconds, "compile_seconds": self.compile_seconds,
-                "history": self.history}
+        """Write the *shareable* model into directory ``path``
+        (:func:`dpmt.model_files.save_model`: the released arrays, the ledger, ``model.json``
+        last; nothing private)."""
+        return save_model(self, path)
 
     def noise_note(self) -> dict:
         """Where the noise came from, as ``model.json`` states it."""
@@ -511,88 +479,6 @@ class Model:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Model":
         """Read a model written by :meth:`save`, or the ``model/`` folder of a
-        ``dpmt train --out`` run directory (then the trainer's own metrics are attached too).
-
-        Refuses, with a message that says what is wrong, a path that is not a model, a file
-        of another format or a newer version, a file that is not a regular file, and files
-        that do not match the fingerprint (truncated, edited, or mixed from two models:
-        the ledger is covered too)."""
-        import zipfile
-
-        root = Path(path)
-        run_dir = None
-        if root.is_file() and root.name == MODEL_FILE:
-            root = root.parent
-        if not (root / MODEL_FILE).exists() and (root / SHARED_DIR / MODEL_FILE).exists():
-            run_dir, root = root, root / SHARED_DIR
-        meta_path = root / MODEL_FILE
-        if not root.is_dir() or not meta_path.exists():
-            inner = sorted(p.parent for p in root.glob(f"*/{SHARED_DIR}/{MODEL_FILE}")) \
-                if root.is_dir() else []
-            hint = (" (a run directory becomes a model when its run finishes; resume it with "
-                    "`dpmt train --resume`)" if (root / "trainer").is_dir() else
-                    f" (it holds the run director{'ies' if len(inner) > 1 else 'y'} "
-                    f"{', '.join(str(p) for p in inner[:3])}: give one of them)" if inner
-                    else "")
-            raise DataError(f"{root} is not a dpmt model: no {MODEL_FILE} there{hint}")
-        meta = read_json(meta_path, "the model is corrupted: train it again")
-        if not isinstance(meta, dict) or meta.get("format") != MODEL_FORMAT:
-            raise DataError(f"{meta_path} is not a dpmt model file (format "
-                            f"{meta.get('format') if isinstance(meta, dict) else None!r})")
-        version = meta.get("version")
-        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-            raise DataError(f"{meta_path} has model format version {version!r}, which no dpmt "
-                            "ever wrote: the file was edited or corrupted; train the model "
-                            "again")
-        if version > MODEL_VERSION:
-            raise DataError(f"{meta_path} has model format version {version}; this dpmt reads "
-                            f"version {MODEL_VERSION}: upgrade dpmt to read it")
-        if version < MODEL_VERSION:
-            raise DataError(f"{meta_path} is a model of format {version}, which published the "
-                            "seed of its noise (so its ε does not hold against a reader of its "
-                            "files): train it again with this dpmt")
-        check_meta_types(meta, meta_path)
-        if isinstance(meta["epsilon"], str) and (meta["private"] or meta["epsilon"] != "inf"):
-            raise DataError(f"{meta_path}: 'epsilon' is {meta['epsilon']!r}; only a non-private "
-                            "model has ε = inf")
-        config = TrainConfig.from_dict(meta["config"])
-        arrays_path = root / ARRAYS_FILE
-        require_regular(arrays_path, "the model is incomplete")
-        try:
-            with np.load(arrays_path, allow_pickle=False) as z:
-                V, ids = z["V"], z["item_ids"]
-                counts = z["item_counts"] if "item_counts" in z.files else None
-                offsets = z["item_offsets"] if "item_offsets" in z.files else None
-        except (zipfile.BadZipFile, ValueError, KeyError, OSError, EOFError) as e:
-            raise DataError(f"{arrays_path} cannot be read ({type(e).__name__}: {e}); "
-                            "the model is corrupted: train it again") from None
-        ledger, ledger_text = None, None
-        if config.private:
-            lpath = root / LEDGER_FILE
-            require_regular(lpath, "a private model without its ledger cannot state its ε")
-            ledger_text = lpath.read_text(encoding="utf-8", errors="replace")
-            try:
-                ledger = PrivacyLedger.from_dict(json.loads(ledger_text))
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
-                raise DataError(f"{lpath} cannot be read ({e})") from None
-        noise = meta["noise"]
-        model = cls(item_embeddings=V, item_ids=ids, config=config, ledger=ledger,
-                    item_counts=counts, history=list(meta["history"]),
-                    seconds=float(meta["seconds"]),
-                    compile_seconds=float(meta["compile_seconds"]),
-                    label_offset=None if meta["label_offset"] is None
-                    else float(meta["label_offset"]), item_offsets=offsets,
-                    noise_reproducible=noise.get("source") == "user-given seed")
-        stated = meta.pop("fingerprint", None)
-        if stated != files_fingerprint(model.fingerprint(), ledger_text, meta):
-            raise DataError(f"the files of {root} do not match the fingerprint in {MODEL_FILE}: "
-                            "they were changed, or mixed from two models (the ledger "
-                            "included); use the model's own files")
-        if run_dir is not None:
-            metrics = run_dir / TRAINER_DIR / "metrics.json"
-            if metrics.is_file():
-                try:
-                    model.metrics = json.loads(metrics.read_text(encoding="utf-8"))
-                except (json.JSONDecodeError, UnicodeDecodeError):
-                    model.metrics = None
-        return model
+        ``dpmt train --out`` run directory (:func:`dpmt.model_files.load_model`, which
+        refuses, saying what is wrong, anything that is not an intact model of this format)."""
+        return load_model(cls, path)

@@ -184,7 +184,8 @@ def check_out(out: Path, fingerprint: str, *, resume: bool, overwrite: bool):
     finished; the saved :class:`~dpmt.privacy.randomness.NoiseSource` when ``resume`` finds
     it unfinished (a private tune saves its secret before training); else None. Refuses an
     ``out`` that cannot take it (like ``dpmt train``), and a different tune."""
-    from dpmt.model import MODEL_FILE, Model
+    from dpmt.model import Model
+    from dpmt.model_files import MODEL_FILE
     from dpmt.privacy.randomness import NoiseSource
     from dpmt.train.rundir import check_output_dir, model_dir
 
@@ -243,7 +244,7 @@ def write(out: Path, model, doc: dict, priv: dict) -> None:
     """Build the run directory in a staging folder, then move it in: ``trainer/`` (private),
     ``tune.json``, then ``model/`` with ``model.json`` last."""
     from dpmt._io import atomic_write_bytes, atomic_write_json, atomic_write_text, jsonable
-    from dpmt.model import MODEL_FILE, SHARED_DIR, TRAINER_DIR
+    from dpmt.model_files import MODEL_FILE, SHARED_DIR, TRAINER_DIR
     from dpmt.train.checkpoint import CHECKPOINT_FILE
     from dpmt.train.rundir import CONFIG_FILE, PRIVATE_NOTE, write_run
 

@@ -27,7 +27,8 @@ import numpy as np
 from dpmt._io import atomic_write_json, atomic_write_text, check_output_path
 from dpmt.config import ExecutionConfig, TrainConfig
 from dpmt.errors import ConfigError, DataError
-from dpmt.model import MODEL_FILE, SHARED_DIR, TRAINER_DIR, Model
+from dpmt.model import Model
+from dpmt.model_files import MODEL_FILE, SHARED_DIR, TRAINER_DIR
 from dpmt.train.checkpoint import CHECKPOINT_FILE
 from dpmt.registry import TASKS
 from dpmt.train.methods import method_of
