@@ -50,8 +50,15 @@ PRIVATE_GRID = (
 )
 # exact item solves (solver="ssp" without noise is ALS); d = 16, λ = 5 is dpmt compare's ALS
 # item_solve="shift" without noise: exact Cholesky solves, whatever the default item solve
-ALS_GRID = (dict(solver="ssp", dim=16, reg=5.0, iterations=6, item_solve="shift"),
-            dict(solver="ssp", dim=64, reg=30.0, iterations=10, item_solve="shift"))
+# without the user clip (C bounds a private release's sensitivity; a non-private model has
+# none): d = 64 / 128, λ = 5, α0 = 0.2 led a 48-point grid on ML-100K validation (issue 28:
+# test 0.409 against C = 0.1's best 0.398, and EASE's 0.42)
+ALS_GRID = (dict(solver="ssp", dim=64, reg=5.0, gravity=0.2, user_clip=100.0, iterations=10,
+                 item_solve="shift"),
+            dict(solver="ssp", dim=16, reg=5.0, iterations=6, item_solve="shift"),
+            dict(solver="ssp", dim=64, reg=30.0, iterations=10, item_solve="shift"),
+            dict(solver="ssp", dim=128, reg=5.0, gravity=0.2, user_clip=100.0, iterations=10,
+                 item_solve="shift"))
 #: EASE's ridge λ, chosen on validation (Steck 2019 used 500 on ML-20M)
 EASE_REGS = (50.0, 100.0, 200.0, 500.0, 1000.0)
 EASE = "EASE (non-private, tuned)"
