@@ -12,7 +12,7 @@ best of ``rounds``:
   step, the per-user norms by a scatter over the task layout, weights and labels gathered at
   every step);
 * ``gd new``: the method's item step as ``fit`` runs it now
-  (:func:`dpmt.solvers.noisy_gd.fast_clipped_sum`: per-call slot data, norms as row sums over
+  (:func:`dpmt.solvers.gd_blocks.fast_clipped_sum`: per-call slot data, norms as row sums over
   the user layout, clipped rows in cache-sized blocks);
 * ``ssp``: SSP's item step (statistics, noise, solves);
 
@@ -63,6 +63,7 @@ def main(argv=None) -> dict:
     from dpmt.config import ExecutionConfig, TrainConfig
     from dpmt.data.synthetic import make_synthetic
     from dpmt.solvers import encoders
+    from dpmt.solvers import gd_blocks as gb
     from dpmt.solvers import noisy_gd as ng
     from dpmt.train.training_run import setup
 
@@ -145,13 +146,13 @@ def main(argv=None) -> dict:
     # the parts of one step, on the V the item step starts from
     params = encoders.embedding_params(gd.state.V)
     V = params["params"]["embedding"]
-    data = ng.prepare_steps(st.items, st.users, U, st.weights, st.labels)
-    sq = ng.user_sq_sums(V, st.users, U, data.users)
+    data = gb.prepare_steps(st.items, st.users, U, st.weights, st.labels)
+    sq = gb.user_sq_sums(V, st.users, U, data.users)
     scale = g.clip / jnp.maximum(jnp.sqrt(sq * data.x_sq), g.clip)
     opt_state = optimizer.init(params)
-    norms_users = jax.jit(ng.user_sq_sums)
-    norms_items = jax.jit(ng.item_sq_sums)
-    rows = jax.jit(ng.clipped_item_rows)
+    norms_users = jax.jit(gb.user_sq_sums)
+    norms_items = jax.jit(gb.item_sq_sums)
+    rows = jax.jit(gb.clipped_item_rows)
     draw = jax.jit(lambda k: ng.noise.normal(k, V.shape, jnp.float32))
 
     def fast_gradient():
@@ -162,7 +163,7 @@ def main(argv=None) -> dict:
     parts = {
         "old: clipped sum (whole chunks, scatter)": lambda: ng.clipped_gradient_sum(
             enc, params, plain, U, st.weights, st.labels, g.clip),
-        "new: per-call slot data (prepare_steps, once per call)": lambda: ng.prepare_steps(
+        "new: per-call slot data (prepare_steps, once per call)": lambda: gb.prepare_steps(
             st.items, st.users, U, st.weights, st.labels),
         "new: norms pass (user layout)": lambda: norms_users(V, st.users, U, data.users),
         "new: norms pass over the task layout instead": lambda: norms_items(

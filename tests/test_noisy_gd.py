@@ -216,7 +216,7 @@ UL_FULL = user_layout(R, dim=D)
 
 
 def _fast_sum(layout_u, mask):
-    from dpmt.solvers.noisy_gd import fast_clipped_sum, prepare_steps
+    from dpmt.solvers.gd_blocks import fast_clipped_sum, prepare_steps
 
     V = PARAMS["params"]["embedding"]
     data = prepare_steps(TL, layout_u, jnp.asarray(X), jnp.asarray(W), jnp.asarray(Y))

@@ -116,7 +116,11 @@ def test_kernels_that_would_miss_the_long_rows_refuse_a_segmented_layout():
         clipped_gradient_sum(enc, params, SEG, X, w, y, 1.0)
 
 
-def test_make_steps_segments_the_ssp_item_layout_only(monkeypatch):
+def test_make_steps_segments_the_item_layouts_whose_rows_are_additive(monkeypatch):
+    """SSP's statistics and noisy GD's embedding-table clipped rows are sums over a row's
+    entries: long item rows in segments. The MLP encoder's per-user gradients run over user
+    rows: its item layout stays whole."""
+    from dpmt.config import GDConfig
     from dpmt.train.methods import make_steps
 
     # head items: 700-3500 ratings; segments save 6.8% of the slots here, so the minimum is
@@ -128,7 +132,11 @@ def test_make_steps_segments_the_ssp_item_layout_only(monkeypatch):
     ssp_steps = make_steps(TrainConfig(solver="ssp", dim=4), big, w)
     assert ssp_steps.items.segments is not None and ssp_steps.users.segments is None
     gd_steps = make_steps(TrainConfig(solver="gd", dim=4), big, w)
-    assert gd_steps.items.segments is None
+    assert gd_steps.items.segments is not None and gd_steps.users.segments is None
+    feats = np.ones((big.n_items, 3), np.float32)
+    mlp = make_steps(TrainConfig(solver="gd", dim=4, gd=GDConfig(encoder="mlp")), big, w,
+                     item_features=feats)
+    assert mlp.items.segments is None
 
 
 def test_segments_are_used_only_where_they_pad_less():

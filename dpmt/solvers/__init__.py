@@ -24,9 +24,9 @@ from dpmt.solvers.encoders import (EmbeddingEncoder, MLPEncoder, embedding_param
                                    init_encoder, item_embeddings)
 from dpmt.solvers.layout import (Layout, build_layout, task_layout, trace_count,
                                  user_layout)
-from dpmt.solvers.noisy_gd import (clipped_gradient_sum, logistic_loss, make_noisy_gd_step,
-                                   noisy_gd_dp_event, noisy_gd_sensitivity, noisy_gradient,
-                                   poisson_sample, squared_loss)
+from dpmt.solvers.losses import logistic_loss, squared_loss
+from dpmt.solvers.noisy_gd import (clipped_gradient_sum, make_noisy_gd_step, noisy_gd_dp_event,
+                                   noisy_gd_sensitivity, noisy_gradient, poisson_sample)
 from dpmt.solvers.ssp import (gramian, gramian_sensitivity, noisy_gramian, privatize_statistics,
                               project_psd, ssp_item_step, ssp_sensitivities, ssp_solve,
                               symmetric_noise, weighted_statistics)

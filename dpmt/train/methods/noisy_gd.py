@@ -63,7 +63,7 @@ class NoisyGDMethod(ItemMethod):
 
     def layout(self, cfg: TrainConfig, devices: int) -> tuple[bool, bool]:
         # the embedding table's clipped rows are additive per item: long item rows in segments
-        # on one device (less padding, cache-sized rows; dpmt.solvers.noisy_gd.
+        # on one device (less padding, cache-sized rows; dpmt.solvers.gd_blocks.
         # clipped_item_rows). The MLP's per-user gradients run over user rows: its item
         # layout stays whole
         table = not cfg.gd.uses_mlp
