@@ -29,7 +29,11 @@ seconds vary ~1.5x between runs; the ratios are within one run), defaults, best 
     item step        gd old           gd new          ssp      old/new
     run 1            20.94 s (23.1x)  7.98 s (8.8x)   0.91 s   2.63x
     run 2            15.61 s (17.7x)  7.85 s (8.9x)   0.88 s   1.99x
-    whole iteration (user step + Ĝ_U + item step): gd 12.20 / 8.77 s, ssp 3.53 / 1.56 s
+    run 3 (quiet)     8.27 s (17.4x)  4.22 s (8.9x)   0.48 s   1.96x
+    whole iteration (user step + Ĝ_U + item step): gd 12.20 / 8.77 / 5.01 s, ssp 3.53 /
+    1.56 / 0.94 s (run 3: 5.3x SSP; the parent's ≈ 5.01 − 4.22 + 8.27 = 9.1 s, 9.6x)
+    parts of one step (run 3): old clipped sum 309 ms; new norms pass 84 ms, clipped rows
+    143 ms, whole noisy gradient 212 ms; per-call slot data 14 ms.
     parts of one step (run 2): old clipped sum 888 ms; new norms pass 164 ms (over the task
     layout instead: 233 ms), clipped rows pass 262 ms, whole noisy gradient 395 ms; noise
     draw 2.3 ms; Adam 2.5 ms; per-call slot data 100 ms (once per item step).
