@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dpmt.data.layout import layout as layout_of
 from dpmt.data import parsing
 from dpmt.data.loaders import (
     ML100K_GENRES,
@@ -115,7 +116,7 @@ def test_fast_and_slow_parsers_agree_on_random_file(tmp_path):
     fmt_r = np.where(rng.random(n) < 0.5, [f"{x:g}" for x in r], [f"{x:.1f}" for x in r])
     body = "".join(f"{a},{b},{c},{d}\n" for a, b, c, d in zip(u, i, fmt_r, t))
     p = write(tmp_path, "r.csv", "userId,movieId,rating,timestamp\n" + body)
-    lay = parsing.layout("csv", p.read_bytes(), p, "auto")
+    lay = layout_of("csv", p.read_bytes(), p, "auto")
     data = body.encode()
     fast = parsing._fast_parse(data, lay)
     slow, lines = parsing._slow_parse(data, lay, p)
@@ -362,13 +363,14 @@ def test_from_tfds_adapter_with_fake_module(monkeypatch):
 def test_public_names_stay_importable():
     import dpmt.data
     from dpmt.data import genres
+    from dpmt.data import layout as layout_mod
     from dpmt.data import loaders as L
 
     for nm in ("FORMATS", "ML100K_GENRES", "MOVIELENS_RATING_RANGE", "load_file", "load_tsv",
                "load_dat", "load_csv", "load_inter", "detect_format", "from_tfds",
                "load_item_genres", "parse_columns", "parse_rating_range"):
         assert nm in L.__all__ and hasattr(L, nm)
-    assert L.FORMATS is parsing.FORMATS and L.load_item_genres is genres.load_item_genres
+    assert L.FORMATS is layout_mod.FORMATS and L.load_item_genres is genres.load_item_genres
     for nm in ("load_file", "load_tsv", "load_dat", "load_csv", "load_inter", "detect_format",
                "from_tfds", "load_item_genres", "ML100K_GENRES", "parse_columns",
                "parse_rating_range"):

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from _cli import cli
 
+from dpmt.data.layout import layout as layout_of
 from dpmt.config import TrainConfig
 from dpmt.data import as_ratings, load, load_file
 from dpmt.data.adapters import from_sparse
@@ -296,7 +297,7 @@ def test_text_ids_stay_on_the_fast_path_and_equal_the_line_parser(tmp_path, monk
     p.write_text(text, encoding="utf-8")
     assert p.stat().st_size > 4 * parsing._CHUNK_BYTES
     data = p.read_bytes()
-    lay = parsing.layout("csv", data, p, "auto")
+    lay = layout_of("csv", data, p, "auto")
     body = data[data.index(b"\n") + 1:]
     slow, _ = parsing._slow_parse(body, lay, Path(p))
     fast = parsing._fast_parse(body, lay)

@@ -79,21 +79,17 @@ import numpy as np
 
 from dpmt.data.genres import ML100K_GENRES, load_item_genres
 from dpmt.data.parquet import parquet_columns
-from dpmt.data.parsing import (
+from dpmt.data.layout import (
     _CSV_NAMES,
     _INTER_NAMES,
     FIELDS,
     FORMATS,
     MOVIELENS_RATING_RANGE,
     Layout,
-    canonical_int_ids,
     first_line,
-    check_values,
     layout,
-    parse_body,
-    token_problem,
-    where,
 )
+from dpmt.data.parsing import canonical_int_ids, check_values, parse_body, token_problem, where
 from dpmt.data.ratings import (
     Ratings,
     catalogue_ids,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpmt.data.parsing import _CSV_NAMES, Layout, _header_columns
+from dpmt.data.layout import _CSV_NAMES, Layout, _header_columns
 from dpmt.errors import ConfigError, DataError
 
 __all__ = ["parquet_columns"]

@@ -29,21 +29,12 @@ from pathlib import Path
 
 import numpy as np
 
-from dpmt.data.layout import (  # noqa: F401 - re-exported: the names of this module
-    _CSV_NAMES,
-    _INTER_NAMES,
-    FIELDS,
-    FORMATS,
-    MOVIELENS_RATING_RANGE,
+from dpmt.data.layout import (
     Layout,
-    _header_columns,
-    first_line,
-    layout,
 )
 from dpmt.errors import DataError
 
-__all__ = ["FORMATS", "MOVIELENS_RATING_RANGE", "FIELDS", "Layout", "layout", "parse_body",
-           "check_values", "where", "first_line", "token_problem", "canonical_int_ids"]
+__all__ = ["parse_body", "check_values", "where", "token_problem", "canonical_int_ids"]
 
 
 # Fast-path chunk size: small enough that the temporaries stay in cache (measured best).
