@@ -22,6 +22,7 @@ import json
 import math
 from typing import Any
 
+from dpmt.config_schema import CONFIG_VERSION, migrate
 from dpmt.errors import ConfigError, check_range
 from dpmt.registry import ITEM_SOLVES, SOLVERS, TASKS, WEIGHTINGS
 
@@ -33,8 +34,6 @@ USER_SOLVES = ("exact", "cg")
 ON_DUPLICATE = ("error", "keep-last")
 INITS = ("random", "spectral")
 
-#: bumped when a serialised config changes meaning (saved models record it)
-CONFIG_VERSION = 2
 #: upper bound of the scale-like settings (λ, α0, C, β, G, η, noise ratios)
 BIG = 1e6
 #: largest embedding dimension (the d × d item systems; beyond it memory alone refuses)
@@ -405,12 +404,20 @@ class TrainConfig:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields without ``config_version``: what :meth:`fingerprint` and the grids'
+        fingerprints hash (so they do not move with the schema version)."""
         d = dataclasses.asdict(self)
         d["split_fractions"] = list(self.split_fractions)
         return d
 
+    def stored(self, public: bool = False) -> dict[str, Any]:
+        """The stored form (``config.json``, ``model.json``): :meth:`to_dict`, or
+        :meth:`public_dict` when ``public``, with ``config_version`` (:mod:`dpmt.config_schema`)."""
+        return {"config_version": CONFIG_VERSION,
+                **(self.public_dict() if public else self.to_dict())}
+
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
+        return json.dumps(self.stored(), indent=2)
 
     def public_dict(self) -> dict[str, Any]:
         """:meth:`to_dict` for a published model: the noise seed's value is withheld (a
@@ -432,10 +439,12 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: Any) -> "TrainConfig":
-        """The config of :meth:`to_dict` (refuses unknown keys and non-dicts clearly)."""
+        """The one reader of a stored config (run directories, saved models): an older
+        ``config_version`` is migrated step by step (:func:`dpmt.config_schema.migrate`); a
+        newer one, unknown keys and non-dicts are refused clearly."""
         if not isinstance(d, dict):
             raise ConfigError(f"a config must be a JSON object (got {type(d).__name__})")
-        d = dict(d)
+        d = migrate(d)
         gd = d.pop("gd", {})
         if not isinstance(gd, dict):
             raise ConfigError(f"config key 'gd' must be an object (got {type(gd).__name__})")
@@ -544,7 +553,8 @@ def _check_choice(name: str, value, allowed) -> None:
 def _unknown(cls, d: dict, prefix: str) -> None:
     unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
     if unknown:
-        raise ConfigError(f"unknown config keys: {', '.join(prefix + k for k in sorted(unknown))}")
+        raise ConfigError(f"unknown config keys: {', '.join(prefix + k for k in sorted(unknown))}"
+                          " (a misspelt name, or a config of a newer dpmt: upgrade it)")
 
 
 def _flat(d: dict, prefix: str = "") -> dict:

@@ -138,7 +138,7 @@ def public_meta(model) -> dict:
             "private": model.private,
             "epsilon": model.epsilon, "delta": model.config.delta if model.private else 0.0,
             "noise": model.noise_note(),
-            "config": model.config.public_dict(), "label_offset": model.label_offset,
+            "config": model.config.stored(public=True), "label_offset": model.label_offset,
             "seconds": model.seconds, "compile_seconds": model.compile_seconds,
             "history": model.history}
 

@@ -1,0 +1,66 @@
+"""The stored config's schema: its version and the steps that migrate older ones.
+
+A :class:`~dpmt.config.TrainConfig` is stored (a run directory's ``trainer/config.json``, the
+``config`` of a saved model's ``model.json``) as its fields plus ``config_version``;
+:meth:`~dpmt.config.TrainConfig.from_dict`, the one reader, passes every stored dict through
+:func:`migrate` first. A change that makes a stored config mean something else bumps
+:data:`CONFIG_VERSION` and adds one step to ``_MIGRATIONS`` saying what changed.
+"""
+
+from __future__ import annotations
+
+from dpmt.errors import ConfigError
+
+#: the schema of a stored config (``config_version``)
+CONFIG_VERSION = 2
+
+#: version 1's flat noisy-GD settings → their names in version 2's ``gd`` sub-config
+_V1_GD = {"gd_steps": "steps", "gd_learning_rate": "learning_rate", "gd_clip": "clip",
+          "gd_sampling_rate": "sampling_rate", "gd_optimizer": "optimizer",
+          "encoder": "encoder", "mlp_hidden": "mlp_hidden"}
+#: version 1's execution settings, in :class:`~dpmt.config.ExecutionConfig` since version 2
+_V1_EXECUTION = ("data_dir", "devices")
+
+
+def _v1_to_v2(d: dict) -> dict:
+    """Version 1 (one flat TrainConfig) → 2 (TrainConfig with a GDConfig, ExecutionConfig
+    apart): ``gd_steps``, ``gd_learning_rate``, ``gd_clip``, ``gd_sampling_rate``,
+    ``gd_optimizer``, ``encoder`` and ``mlp_hidden`` move into ``gd`` without their prefix;
+    ``data_dir`` and ``devices`` are dropped (they never changed the model, and a stored
+    config holds only what does). Fields added since take their defaults, as they do in a
+    version-2 config written before them."""
+    if "gd" in d:
+        raise ConfigError("a version-1 config has no 'gd' object (its noisy-GD settings are "
+                          "gd_steps, gd_clip...): set config_version to 2, or drop 'gd'")
+    gd = {new: d.pop(old) for old, new in _V1_GD.items() if old in d}
+    return {**{k: v for k, v in d.items() if k not in _V1_EXECUTION}, "gd": gd}
+
+
+#: version v → the step that rewrites a stored config of version v into version v + 1
+_MIGRATIONS = {1: _v1_to_v2}
+
+
+def stored_version(d: dict) -> int:
+    """The version of stored config ``d``. One without ``config_version`` was written before
+    dpmt recorded it: version 1 when it has version-1 keys and no ``gd`` object, else 2 (the
+    only other version ever written)."""
+    v = d.get("config_version")
+    if v is None:
+        return 1 if "gd" not in d and set(d) & {*_V1_GD, *_V1_EXECUTION} else CONFIG_VERSION
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ConfigError(f"config_version must be an integer from 1 to {CONFIG_VERSION} "
+                          f"(got {v!r}): no dpmt wrote this config; it was edited or corrupted")
+    if v > CONFIG_VERSION:
+        raise ConfigError(f"the config has config_version {v}, newer than this dpmt's "
+                          f"{CONFIG_VERSION}: upgrade dpmt to read it")
+    return v
+
+
+def migrate(d: dict) -> dict:
+    """Stored config ``d`` rewritten step by step to :data:`CONFIG_VERSION`, without its
+    ``config_version`` (a copy: ``d`` is left as it is). Refuses a newer or invalid version."""
+    v = stored_version(d)
+    d = {k: x for k, x in d.items() if k != "config_version"}
+    for step in range(v, CONFIG_VERSION):
+        d = _MIGRATIONS[step](d)
+    return d

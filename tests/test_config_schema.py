@@ -1,0 +1,150 @@
+"""The stored config's schema (issue 27): every stored TrainConfig carries ``config_version``,
+one reader (``TrainConfig.from_dict``) migrates older versions and refuses newer ones and
+unknown keys, and the fingerprints that resume compares do not move."""
+
+import json
+
+import numpy as np
+import pytest
+
+from dpmt.config import CONFIG_VERSION, ExecutionConfig, GDConfig, TrainConfig
+from dpmt.config_schema import migrate, stored_version
+from dpmt.errors import ConfigError
+from dpmt.model import Model
+from dpmt.model_files import MODEL_FILE, files_fingerprint
+from dpmt.train import run
+from dpmt.train.rundir import read_config
+
+QUIET = ExecutionConfig(progress=False)
+
+#: a version-1 config as that dpmt's ``to_dict`` wrote it (flat noisy-GD settings, the
+#: execution settings data_dir and devices inside)
+V1 = {"dataset": "ml-100k", "data_dir": "data", "positive_threshold": 3.5,
+      "split": "per-user", "split_fractions": [0.8, 0.1, 0.1], "heldout_users": 100,
+      "dim": 8, "iterations": 2, "reg": 1.0, "gravity": 0.5, "user_clip": 0.1,
+      "init_scale": 0.1, "weights": "adaptive", "mu": 0.25, "gamma": 1.0, "budget": 30.0,
+      "count_cap": None, "solver": "gd", "gd_steps": 10, "gd_learning_rate": 100.0,
+      "gd_clip": 0.2, "gd_sampling_rate": None, "gd_optimizer": "sgd",
+      "encoder": "embedding", "mlp_hidden": 64, "private": True, "epsilon": 5.0,
+      "delta": 1e-5, "accountant": "pld", "count_noise_multiplier": None,
+      "count_noise_ratio": 1.0, "b_noise_ratio": 1.0, "gram_noise_ratio": 1.0,
+      "devices": 1, "seed": 0}
+
+
+def _cfg(**kw):
+    return TrainConfig(dim=8, epsilon=1.0, solver="ssp", gd=GDConfig(steps=5), noise_seed=3,
+                       **kw)
+
+
+def test_stored_form_round_trips_and_carries_the_version():
+    cfg = _cfg()
+    d = cfg.stored()
+    assert d["config_version"] == CONFIG_VERSION
+    assert TrainConfig.from_dict(d) == cfg
+    assert TrainConfig.from_dict(json.loads(cfg.to_json())) == cfg
+    assert json.loads(cfg.to_json())["config_version"] == CONFIG_VERSION
+    assert "config_version" not in cfg.to_dict()           # the fields alone
+    assert TrainConfig.from_dict(cfg.to_dict()) == cfg     # unversioned: the current schema
+    pub = cfg.stored(public=True)
+    assert pub["config_version"] == CONFIG_VERSION and pub["noise_seed"] is None
+    assert TrainConfig.from_dict(pub) == cfg.replace(noise_seed=None)
+
+
+def test_fingerprints_are_those_computed_before_the_version_was_stored():
+    """Resume compares these (the checkpoint's config_fingerprint): pinned before
+    ``config_version`` existed, so every existing checkpoint still resumes. A new
+    TrainConfig field moves them, on purpose."""
+    assert TrainConfig().fingerprint() == "36452aec0d2e6152"
+    assert _cfg().fingerprint() == "d1a938ee0a9a0a9e"
+    assert TrainConfig.from_dict(_cfg().stored()).fingerprint() == "d1a938ee0a9a0a9e"
+
+
+@pytest.mark.parametrize("versioned", [False, True])
+def test_a_version_1_config_is_migrated(versioned):
+    d = {**V1, "config_version": 1} if versioned else dict(V1)
+    assert stored_version(d) == 1
+    cfg = TrainConfig.from_dict(d)
+    assert cfg.gd == GDConfig(steps=10, learning_rate=100.0, clip=0.2, sampling_rate=None,
+                              optimizer="sgd", encoder="embedding", mlp_hidden=64)
+    assert (cfg.solver, cfg.dim, cfg.iterations, cfg.reg, cfg.weights) == \
+        ("gd", 8, 2, 1.0, "adaptive")
+    assert cfg.split_fractions == (0.8, 0.1, 0.1)
+    # the execution settings left the config; fields added since take their defaults
+    m = migrate(d)
+    assert not {"data_dir", "devices", "gd_steps", "encoder", "config_version"} & set(m)
+    assert cfg.task == TrainConfig().task and cfg.init == TrainConfig().init
+    assert d == ({**V1, "config_version": 1} if versioned else V1)   # the input untouched
+
+
+def test_a_version_1_config_with_a_gd_object_is_refused():
+    with pytest.raises(ConfigError, match="version-1 config has no 'gd'"):
+        TrainConfig.from_dict({**V1, "config_version": 1, "gd": {}})
+
+
+def test_a_newer_version_is_refused_with_upgrade_advice():
+    d = {**_cfg().stored(), "config_version": CONFIG_VERSION + 1}
+    with pytest.raises(ConfigError, match=f"config_version {CONFIG_VERSION + 1}, newer .* "
+                                          "upgrade dpmt"):
+        TrainConfig.from_dict(d)
+
+
+@pytest.mark.parametrize("bad", [0, -1, "2", 2.0, True])
+def test_an_invalid_version_is_refused(bad):
+    with pytest.raises(ConfigError, match="config_version must be an integer"):
+        TrainConfig.from_dict({**_cfg().stored(), "config_version": bad})
+
+
+def test_unknown_keys_are_refused_by_name():
+    with pytest.raises(ConfigError, match=r"unknown config keys: colour, size \(a misspelt "
+                                          "name, or a config of a newer dpmt: upgrade it"):
+        TrainConfig.from_dict({**_cfg().stored(), "colour": 1, "size": 2})
+    with pytest.raises(ConfigError, match="unknown config keys: gd.wobble"):
+        TrainConfig.from_dict({**_cfg().stored(), "gd": {**_cfg().gd.__dict__, "wobble": 2}})
+    # a version-1 key in a version-2 config is not silently migrated
+    with pytest.raises(ConfigError, match="unknown config keys: gd_steps"):
+        TrainConfig.from_dict({**_cfg().stored(), "gd_steps": 3})
+
+
+def _model(cfg):
+    rng = np.random.default_rng(0)
+    return Model(item_embeddings=rng.normal(size=(12, 4)).astype(np.float32),
+                 item_ids=np.arange(100, 112), config=cfg)
+
+
+def test_a_saved_model_records_the_version_and_loads(tmp_path):
+    model = _model(TrainConfig(private=False, dim=4))
+    model.save(tmp_path / "m")
+    meta = json.loads((tmp_path / "m" / MODEL_FILE).read_text())
+    assert meta["config"]["config_version"] == CONFIG_VERSION
+    back = Model.load(tmp_path / "m")
+    assert back.config == model.config
+    np.testing.assert_array_equal(back.item_embeddings, model.item_embeddings)
+
+
+def test_a_model_saved_before_the_version_was_stored_still_loads(tmp_path):
+    """model.json as the dpmt before this change wrote it: no config_version in its config,
+    its fingerprint over that model.json."""
+    model = _model(TrainConfig(private=False, dim=4))
+    model.save(tmp_path / "m")
+    path = tmp_path / "m" / MODEL_FILE
+    meta = json.loads(path.read_text())
+    del meta["config"]["config_version"], meta["fingerprint"]
+    meta["fingerprint"] = files_fingerprint(model.fingerprint(), None, meta)
+    path.write_text(json.dumps(meta))
+    assert Model.load(tmp_path / "m").config == model.config
+
+
+def test_a_run_directory_resumes_from_an_unversioned_config(tmp_path):
+    """A run started before config_version was stored (its trainer/config.json without it)
+    resumes: the config reads back equal and the checkpoint's fingerprint matches."""
+    cfg = TrainConfig(dataset="synthetic:users=120,items=40,interactions=1500,seed=2",
+                      epsilon=3.0, dim=4, iterations=1, budget=10.0, reg=1.0, gravity=0.1,
+                      solver="ssp", noise_seed=1)
+    out = tmp_path / "r"
+    first = run(cfg, out_dir=out, execution=QUIET, baselines=False)
+    path = out / "trainer" / "config.json"
+    assert json.loads(path.read_text())["config_version"] == CONFIG_VERSION
+    path.write_text(json.dumps(cfg.to_dict(), indent=2))       # the old, unversioned file
+    assert read_config(out) == cfg
+    again = run(cfg, out_dir=out, execution=QUIET, resume=True, baselines=False)
+    np.testing.assert_array_equal(again.item_embeddings, first.item_embeddings)
