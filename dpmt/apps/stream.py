@@ -30,8 +30,12 @@ import json
 import math
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from dpmt.errors import ConfigError, DpmtError, check_range
+
+if TYPE_CHECKING:   # only for annotations: dpmt.online loads when a stream command runs
+    from dpmt.online.protocols import StreamPredictor
 
 __all__ = ["add_arguments", "run"]
 
@@ -357,7 +361,7 @@ def _single(args, model) -> int:
     return 0
 
 
-def _marks(p, xs, ys, bar=None, chunk: int = 50_000):
+def _marks(p: StreamPredictor, xs, ys, bar=None, chunk: int = 50_000):
     """(per-round mistake marks, mistakes) of ``p`` on the stream: its whole-stream ``run``
     (verified against the per-round loop in the tests), chunked as ``run_predictor`` does."""
     import numpy as np

@@ -2,7 +2,9 @@
 
 Protocol shared by every predictor and learner here: ``predict(x) -> int``, then
 ``update(y)`` with the true label of that ``x``; private ones also have ``privacy()``
-returning the ``(epsilon, delta)`` they satisfy.
+returning the ``(epsilon, delta)`` they satisfy (as ``typing.Protocol`` classes in
+:mod:`dpmt.online.protocols`: :class:`OnlinePredictor`, :class:`PrivatePredictor`,
+:class:`OnlineLearner`, :class:`StreamPredictor`).
 
 * Classes: :class:`HypothesisClass` (exact Littlestone dimension on bitset version
   spaces), :func:`point_functions` (POINT3 is ``point_functions(3)``), :func:`thresholds`,
@@ -23,6 +25,8 @@ from dpmt.online.hypotheses import HypothesisClass, from_table, point_functions,
 from dpmt.online.jdp import JDPPredictor
 from dpmt.online.learners import AboveThresholdLearner, NameAndShameLearner
 from dpmt.online.name_and_shame import NameAndShame
+from dpmt.online.protocols import (OnlineLearner, OnlinePredictor, PrivatePredictor,
+                                   StreamPredictor)
 from dpmt.online.soa import SOA
 from dpmt.online.streams import (Stream, littlestone_tree_adversary, point3_adversary,
                                  point3_p, realisable_stream, threshold_stream)
@@ -30,4 +34,5 @@ from dpmt.online.streams import (Stream, littlestone_tree_adversary, point3_adve
 __all__ = ["HypothesisClass", "from_table", "point_functions", "thresholds", "SOA",
            "NameAndShame", "NameAndShameLearner", "AboveThresholdLearner", "JDPPredictor",
            "Stream", "point3_adversary", "point3_p", "littlestone_tree_adversary",
-           "threshold_stream", "realisable_stream"]
+           "threshold_stream", "realisable_stream", "OnlinePredictor", "PrivatePredictor",
+           "OnlineLearner", "StreamPredictor"]

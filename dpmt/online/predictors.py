@@ -21,6 +21,7 @@ from dpmt.errors import ConfigError, DpmtError
 from dpmt.online.hypotheses import HypothesisClass
 from dpmt.online.learners import AboveThresholdLearner, NameAndShameLearner
 from dpmt.online.name_and_shame import NameAndShame
+from dpmt.online.protocols import OnlineLearner, OnlinePredictor, PrivatePredictor
 from dpmt.online.soa import SOA
 
 __all__ = ["PREDICTORS", "make_predictor", "run_predictor", "privacy_of", "jdp_available"]
@@ -38,7 +39,7 @@ PREDICTORS = {
 def make_predictor(name: str, H: HypothesisClass, *, epsilon: float, delta: float,
                    seed: int | None = None, horizon: int | None = None, gamma: float | None = None,
                    preset: str = "practical", max_switches: int | None = None,
-                   jdp_options: dict | None = None):
+                   jdp_options: dict | None = None) -> OnlinePredictor:
     """A fresh predictor/learner by CLI name, calibrated to ``(epsilon, delta)``.
 
     ``name-and-shame``/``ns-learner`` use ``gamma = delta`` unless ``gamma`` is given
@@ -68,12 +69,14 @@ def make_predictor(name: str, H: HypothesisClass, *, epsilon: float, delta: floa
     return JDPPredictor(H, epsilon, delta, preset=preset, seed=seed, **(jdp_options or {}))
 
 
-def privacy_of(p) -> dict:
-    """``{"epsilon", "delta", "guarantee"}`` of a predictor (``inf`` for SOA)."""
-    if isinstance(p, SOA):
+def privacy_of(p: OnlinePredictor) -> dict:
+    """``{"epsilon", "delta", "guarantee"}`` of a predictor: ``inf`` for one without a
+    ``privacy()`` (SOA), a learner's (:class:`~dpmt.online.protocols.OnlineLearner`) DP of
+    its released hypotheses, else the joint DP of the predictions."""
+    if isinstance(p, SOA) or not isinstance(p, PrivatePredictor):
         return {"epsilon": math.inf, "delta": 1.0, "guarantee": "none (not private)"}
     eps, dl = p.privacy()
-    if isinstance(p, (NameAndShameLearner, AboveThresholdLearner)):
+    if isinstance(p, OnlineLearner):
         g = "DP of every released hypothesis (learner), per example"
     else:
         g = "joint DP of the released predictions, per example"
@@ -92,15 +95,15 @@ def _fast_types() -> tuple:
     return _FAST + (JDPPredictor,)
 
 
-def run_predictor(p, xs, ys, progress=None, chunk: int = 50_000) -> int:
+def run_predictor(p: OnlinePredictor, xs, ys, progress=None, chunk: int = 50_000) -> int:
     """Feed ``(xs, ys)`` to ``p``; return its mistakes on them.
 
     Uses the verified whole-stream ``run`` of the module's own classes (SOA, the
     Name-and-Shame predictor and learner, the AboveThreshold learner and
     :class:`~dpmt.online.jdp.JDPPredictor`; tests check each against its per-round loop),
     in chunks so that ``progress`` (a callable taking a number of rounds, e.g.
-    ``tqdm.update``) can advance; anything else is driven round by round through
-    ``predict``/``update``.
+    ``tqdm.update``) can advance; any other :class:`~dpmt.online.protocols.OnlinePredictor`
+    is driven round by round through ``predict``/``update``.
     """
     xs = np.asarray(xs)
     ys = np.asarray(ys)
