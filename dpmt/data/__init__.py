@@ -43,6 +43,7 @@ from dpmt.data.synthetic import (
     make_synthetic_like,
     synthetic_item_topics,
 )
+from dpmt.data.synthetic_ratings import ExplicitTruth, make_explicit_synthetic
 
 __all__ = [
     "CSR", "Ratings", "as_ratings",
@@ -58,6 +59,7 @@ __all__ = [
     "heldout_users_split", "random_split",
     # synthetic
     "SyntheticTruth", "make_synthetic", "make_synthetic_like", "synthetic_item_topics",
+    "ExplicitTruth", "make_explicit_synthetic",
     # stats
     "summary", "format_summary", "gini",
 ]

@@ -5,7 +5,8 @@ Generative model (``make_synthetic``), with C = ``rank`` latent topics:
 * Item popularity: the item of popularity rank r (0-based) has weight p ∝ (r+1)^(-alpha);
   ranks are assigned to item ids by a random permutation, so id order means nothing.
 * User activity: user j gets n_j ≈ n_interactions · a_j / Σa items, a_j ~ LogNormal(0, σ),
-  with 1 <= n_j <= max_per_user and Σ n_j = n_interactions exactly (water-filling).
+  with min_per_user (default 1) <= n_j <= max_per_user and Σ n_j = n_interactions exactly
+  (water-filling).
 * Preferences (a nonnegative rank-C factorisation, as in LDA / Poisson factorisation):
   user topic weights θ_j ~ Dirichlet(concentration · 1_C), item topic weights
   φ_i ~ Dirichlet(concentration · 1_C). User j picks items from
@@ -265,7 +266,7 @@ class _Sampler:
 
 
 def _planted_model(n_users, n_items, n_interactions, alpha, rank, user_activity_sigma,
-                   concentration, seed, cap):
+                   concentration, seed, cap, lo=1):
     """The model parameters, drawn first from ``default_rng(seed)`` in a fixed order.
 
     Returns (rng, p (n_items,), k (n_users,), θ (n_users, rank), φ (n_items, rank)); the
@@ -276,7 +277,7 @@ def _planted_model(n_users, n_items, n_interactions, alpha, rank, user_activity_
     p = np.empty(n_items)
     p[rng.permutation(n_items)] = p_rank / p_rank.sum()
     activity = rng.lognormal(0.0, float(user_activity_sigma), n_users)
-    k = _allocate(n_interactions, activity, 1, cap)
+    k = _allocate(n_interactions, activity, lo, cap)
     conc = np.full(rank, float(concentration))
     theta = rng.dirichlet(conc, n_users)
     phi = rng.dirichlet(conc, n_items)
@@ -287,14 +288,16 @@ def synthetic_item_topics(n_users: int = 10_000, n_items: int = 2_000,
                           n_interactions: int = 500_000, alpha: float = 1.0, rank: int = 16,
                           user_activity_sigma: float = 1.0, noise: float = 0.1,
                           concentration: float = 0.1, seed: int = 0, *,
-                          max_per_user: int | None = None, **_ignored) -> np.ndarray:
+                          max_per_user: int | None = None, min_per_user: int = 1,
+                          **_ignored) -> np.ndarray:
     """The planted item topic weights φ of ``make_synthetic(same arguments)``, without
     sampling any interactions: float32 (n_items, rank), rows sum to 1. The synthetic
     analogue of public item metadata such as genres (see ``dpmt.data.item_features_for``).
     """
     cap = n_items if max_per_user is None else int(max_per_user)
     _, _, _, _, phi = _planted_model(int(n_users), int(n_items), int(n_interactions), alpha,
-                                     int(rank), user_activity_sigma, concentration, seed, cap)
+                                     int(rank), user_activity_sigma, concentration, seed, cap,
+                                     int(min_per_user))
     return phi.astype(np.float32)
 
 
@@ -302,7 +305,7 @@ def make_synthetic(n_users: int = 10_000, n_items: int = 2_000, n_interactions: 
                    alpha: float = 1.0, rank: int = 16, user_activity_sigma: float = 1.0,
                    noise: float = 0.1, concentration: float = 0.1, seed: int = 0,
                    return_truth: bool = False, *, max_per_user: int | None = None,
-                   pool_factor: float = 2.0, name: str = "synthetic"):
+                   min_per_user: int = 1, pool_factor: float = 2.0, name: str = "synthetic"):
     """Implicit-feedback ratings (value 1.0) with Zipf popularity and low-rank preferences.
 
     Parameters
@@ -326,6 +329,8 @@ def make_synthetic(n_users: int = 10_000, n_items: int = 2_000, n_interactions: 
         Also return the :class:`SyntheticTruth`.
     max_per_user : int, optional
         Cap on items per user (default n_items).
+    min_per_user : int
+        Floor on items per user (ML-10M / ML-20M: every user rated at least 20).
     pool_factor : float
         Draws per user, in multiples of its item count, before the exact fallback.
 
@@ -349,14 +354,17 @@ def make_synthetic(n_users: int = 10_000, n_items: int = 2_000, n_interactions: 
     cap = n_items if max_per_user is None else max_per_user
     check_range("max_per_user", cap, low=1, high=n_items, integer=True)
     cap = int(cap)
-    if n_interactions < n_users:
-        raise ConfigError(f"n_interactions ({n_interactions}) must be >= n_users ({n_users}): "
-                          f"every user gets at least one item")
+    check_range("min_per_user", min_per_user, low=1, high=cap, integer=True)
+    lo = int(min_per_user)
+    if n_interactions < n_users * lo:
+        raise ConfigError(f"n_interactions ({n_interactions}) must be >= n_users × "
+                          f"min_per_user ({n_users} × {lo}): every user gets at least "
+                          f"{lo} item{'s' * (lo > 1)}; lower min_per_user or add interactions")
     if n_interactions > n_users * cap:
         raise ConfigError(f"n_interactions ({n_interactions}) exceeds n_users × max items per "
                           f"user ({n_users} × {cap}); lower it or add users/items")
     rng, p, k, theta, phi = _planted_model(n_users, n_items, n_interactions, alpha, rank,
-                                           user_activity_sigma, concentration, seed, cap)
+                                           user_activity_sigma, concentration, seed, cap, lo)
     phi_tilde = phi / (p @ phi)                          # φ_ic / Z_c
     s = _Sampler(theta, phi_tilde, p, k, float(noise), rng)
 
