@@ -14,6 +14,12 @@ per popularity bucket, B1 = tail), per ε, with seeds where the test set is smal
   post-processing, so every fit is scored at every η of :data:`ETAS` without training again.
 * Selection is *not* charged here (as in the literature); ``dpmt tune --selection private``
   is the charged version. Every private fit spends the cell's full (ε, δ).
+* Ratings (:func:`run_ratings`, issue 28): ML-100K and an ML-10M-like explicit synthetic
+  (:mod:`dpmt.data.synthetic_ratings`, planted biases + low rank + noise), ratings split
+  80/10/10 at random; test RMSE of the exact global mean, dpmt non-private and private at
+  each ε with the defaults of ``--task rating`` (untuned), the planted model itself on the
+  synthetic, and per ε the reference notebook's gap ratio (private − non-private) /
+  (global mean − non-private): 0 is as good as non-private, 1 no better than the mean.
 
 Everything the command writes is measured in the run that writes the report; only the
 report's hand-written tail (:data:`benchmarks.quality_report.HAND_WRITTEN`: what was tried
@@ -29,9 +35,10 @@ import math
 import time
 from pathlib import Path
 
-from benchmarks.quality_report import K, METRIC, load_rows, write_report
+from benchmarks.quality_report import K, METRIC, load_rating_rows, load_rows, write_report
 from dpmt.baselines import MAX_EASE_ITEMS
 from dpmt.config import ExecutionConfig, TrainConfig
+from dpmt.data.synthetic_ratings import EXPLICIT_PREFIX, QUICK_EXPLICIT_SPEC, is_explicit_spec
 from dpmt.runtime import release_compiled_code
 
 #: popularity-prior weights scored on every fit (post-processing of the released counts)
@@ -109,6 +116,107 @@ def datasets(quick: bool) -> list[Dataset]:
                 als_grid=(dict(solver="ssp", dim=32, reg=10.0, iterations=4,
                           item_solve="shift"),), solve_grid=()),
     ]
+
+
+@dataclasses.dataclass(frozen=True)
+class RatingDataset:
+    """One dataset of the rating section: its ratings split 80/10/10 at random (the ML-10M
+    protocol, split seed 1234 + ``seed``), every model at the defaults of ``--task rating``."""
+
+    name: str
+    dataset: str                       # a dpmt.data.load spec
+    epsilons: tuple[float, ...] = (1.0, 5.0, 20.0)
+    seed: int = 0
+
+
+#: the rows of the rating section
+GLOBAL_MEAN = "global mean (exact, not private)"
+NONPRIVATE = "dpmt non-private (task=rating defaults)"
+PRIVATE = "dpmt private (task=rating defaults)"
+ORACLE = "planted model (exact, clipped)"
+
+
+def rating_datasets(quick: bool) -> list[RatingDataset]:
+    """ML-100K and the ML-10M-like explicit synthetic (``quick``: 5k users × 1k items ×
+    200k ratings instead of 70k × 10k × 10M)."""
+    syn = (RatingDataset("ML-10M-like explicit synthetic, 5k users × 1k items × 200k",
+                         QUICK_EXPLICIT_SPEC) if quick else
+           RatingDataset("ML-10M-like explicit synthetic, 70k users × 10k items × 10M",
+                         EXPLICIT_PREFIX))
+    return [RatingDataset("ML-100K ratings (random 80/10/10)", "ml-100k"), syn]
+
+
+def gap_ratio(private: float, nonprivate: float, global_mean: float) -> float:
+    """(private − non-private) / (global mean − non-private), the reference ML-10M
+    notebook's measure of what privacy costs: 0 = the non-private RMSE, 1 = no better than
+    the global mean. NaN when non-private is not better than the global mean (no scale)."""
+    den = global_mean - nonprivate
+    return (private - nonprivate) / den if den > 0 else math.nan
+
+
+def _planted_rmse(spec: str, targets) -> float:
+    """RMSE on ``targets`` of the planted model of an ``explicit-synthetic`` spec: what the
+    data allows (its noise and half-star rounding)."""
+    import numpy as np
+
+    from dpmt.data.synthetic_ratings import explicit_synthetic_truth, parse_explicit_spec
+
+    truth = explicit_synthetic_truth(**parse_explicit_spec(spec))
+    pred = truth.predict(targets.user_ids[targets.user], targets.item_ids[targets.item])
+    return float(np.sqrt(np.mean((pred - targets.value.astype(np.float64)) ** 2)))
+
+
+def run_ratings(rd: RatingDataset, ex: ExecutionConfig, bar=None) -> list[dict]:
+    """The rating rows of one dataset: test RMSE of the global mean, non-private, private per
+    ε (with its gap ratio) and, on the synthetic, the planted model."""
+    import numpy as np
+
+    from dpmt.train.evaluate import evaluate_ratings, mean_rating_metrics
+    from dpmt.train.loop import fit
+    from dpmt.train.rundir import prepare_data
+
+    base = TrainConfig(dataset=rd.dataset, task="rating", split="random", seed=rd.seed,
+                       noise_seed=rd.seed)
+    t = time.time()
+    split = prepare_data(base, ex)
+    train, test = split.train, split.test
+    sizes = {"train": int(train.nnz), "test": int(test.targets.nnz),
+             "users": int(train.n_users), "items": int(train.n_items)}
+    rows: list[dict] = []
+
+    def add(method, eps, rmse, seconds, spent, chosen="defaults", **extra):
+        rows.append({"dataset": rd.name, "spec": rd.dataset, "method": method,
+                     "epsilon": eps, "rmse": float(rmse), "epsilon_spent": spent,
+                     "seconds": seconds, "chosen": chosen, **sizes, **extra})
+        if bar is not None:
+            bar.set_postfix_str(f"{method} ε={eps:g}: RMSE {rmse:.4f}")
+            bar.update(1)
+
+    mean = float(np.mean(train.value, dtype=np.float64))
+    gm = mean_rating_metrics(mean, train, test, {"epsilon": math.inf})["overall"]["rmse"]
+    add(GLOBAL_MEAN, math.inf, gm, time.time() - t, math.inf, chosen=f"μ={mean:.4f}")
+    if is_explicit_spec(rd.dataset):
+        t = time.time()
+        add(ORACLE, math.inf, _planted_rmse(rd.dataset, test.targets), time.time() - t,
+            math.inf, chosen="-")
+
+    def fitted(cfg):
+        t0 = time.time()
+        release_compiled_code()
+        model = fit(train, cfg, execution=ex)
+        rmse = evaluate_ratings(model, train, test)["overall"]["rmse"]
+        return model, rmse, time.time() - t0
+
+    _, nonpriv, sec = fitted(base.replace(private=False))
+    add(NONPRIVATE, math.inf, nonpriv, sec, math.inf, chosen="private=False")
+    for eps in rd.epsilons:
+        model, rmse, sec = fitted(base.replace(epsilon=eps))
+        add(PRIVATE, eps, rmse, sec, float(model.epsilon), ratio=gap_ratio(rmse, nonpriv, gm))
+    return rows
+
+
+def n_rating_cells(rd: RatingDataset) -> int:
+    return 2 + is_explicit_spec(rd.dataset) + len(rd.epsilons)
 
 
 # -- one cell ------------------------------------------------------------------------------
@@ -255,7 +363,7 @@ HELP = ("the quality benchmark: Recall@20 of every method, tuned on validation, 
 
 
 def main(args) -> int:
-    """``dpmt quality [--quick] [--out DIR]``."""
+    """``dpmt quality [--quick] [--no-ratings] [--out DIR]``."""
     from tqdm.auto import tqdm
 
     from dpmt._io import check_output_path
@@ -263,9 +371,11 @@ def main(args) -> int:
     out = Path(args.out)
     check_output_path(out, "--out", folder=True)
     dsets = datasets(args.quick)
+    rdsets = [] if args.no_ratings else rating_datasets(args.quick)
     ex = ExecutionConfig(progress=False, data_dir=args.data_dir)
     t0 = time.time()
     rows: list[dict] = []
+    rating_rows: list[dict] = []
     done: set[str] = set()
     invocations = 1
     saved = out / "quality" / "quality.json"
@@ -274,26 +384,42 @@ def main(args) -> int:
         prev = json.loads(saved.read_text(encoding="utf-8"))
         names = {d.name for d in dsets}
         rows = [r for r in load_rows(prev["rows"]) if r["dataset"] in names]
-        done = {r["dataset"] for r in rows}
+        rnames = {d.name for d in rdsets}
+        rating_rows = [r for r in load_rating_rows(prev.get("rating_rows", []))
+                       if r["dataset"] in rnames]
+        done = {r["dataset"] for r in rows + rating_rows}
         t0 -= float(prev.get("seconds", 0.0))
-        invocations = int(prev.get("invocations", 1)) + (len(done) < len(dsets))
-    bar = None if args.quiet else tqdm(total=sum(n_cells(d) for d in dsets), unit="cell",
+        invocations = int(prev.get("invocations", 1)) + (len(done) < len(dsets) + len(rdsets))
+    bar = None if args.quiet else tqdm(total=sum(n_cells(d) for d in dsets)
+                                       + sum(n_rating_cells(d) for d in rdsets), unit="cell",
                                        desc="quality")
-    command = "dpmt quality" + (" --quick" if args.quick else "")
+    command = ("dpmt quality" + (" --quick" if args.quick else "")
+               + (" --no-ratings" if args.no_ratings else ""))
+    n_all = len(dsets) + len(rdsets)
     text = None
     for k, d in enumerate(dsets):
         if d.name in done:
             continue
         rows += run_dataset(d, ex, bar)
         # the report so far after every dataset: an interrupted run keeps what it measured
-        partial = "" if k == len(dsets) - 1 else f" (partial: {k + 1} of {len(dsets)} datasets)"
+        partial = "" if k == n_all - 1 else f" (partial: {k + 1} of {n_all} datasets)"
         text = write_report(rows, dsets[:k + 1], out, command + partial, time.time() - t0,
-                            invocations)
+                            invocations, rating_rows)
+    for k, d in enumerate(rdsets, start=len(dsets)):
+        if d.name in done:
+            continue
+        rating_rows += run_ratings(d, ex, bar)
+        partial = "" if k == n_all - 1 else f" (partial: {k + 1} of {n_all} datasets)"
+        text = write_report(rows, dsets, out, command + partial, time.time() - t0,
+                            invocations, rating_rows)
     if bar is not None:
         bar.close()
     if text is None:                        # --resume of a run that had finished
-        text = write_report(rows, dsets, out, command, time.time() - t0, invocations)
+        text = write_report(rows, dsets, out, command, time.time() - t0, invocations,
+                            rating_rows)
     print(text.split("\n## ")[1].join(["## ", ""]))      # the targets table
+    if rating_rows:                                      # and the rating section
+        print(text.split("\n## Ratings")[1].split("\n## ")[0].join(["## Ratings", ""]))
     print(f"wrote {out / 'QUALITY.md'}")
     return 0
 
@@ -301,7 +427,11 @@ def main(args) -> int:
 def add_arguments(p) -> None:
     p.add_argument("--quick", action="store_true",
                    help="ML-100K held-out users only, one seed, two grid points per "
-                        "weighting (about 2 minutes on 2 cores)")
+                        "weighting, and the rating section on ML-100K and a 5k-user "
+                        "explicit synthetic (about 3 minutes on 2 cores)")
+    p.add_argument("--no-ratings", action="store_true",
+                   help="leave out the rating section (test RMSE on ML-100K and the "
+                        "ML-10M-like explicit synthetic; about 1 minute with --quick)")
     p.add_argument("--out", default=".", metavar="DIR",
                    help="where QUALITY.md goes, its plots and raw rows in DIR/quality/ "
                         "(default: .)")
