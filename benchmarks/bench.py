@@ -4,8 +4,11 @@ One measurement (:func:`bench_once`) builds a dataset (ML-20M-like synthetic dat
 ``--interactions`` ratings, or a real MovieLens file), then, as :func:`dpmt.train.loop.fit`
 does, the calibrated privacy plan (:func:`dpmt.train.plan.make_plan`), the private counts,
 the weights and the steps (:func:`dpmt.train.methods.make_steps`: one device or sharded,
-chosen there), and times, per iteration, after one warm-up iteration that compiles every
-kernel:
+chosen there), all by :func:`dpmt.train.training_run.setup`. It times each iteration end to
+end as ``fit`` runs it, :func:`dpmt.train.loop.iterate` (``iteration``; the first, a warm-up,
+compiles every kernel), and then, as a **breakdown of that same measurement**, each part of
+the iteration again on that iteration's own inputs (same V, U, keys and noise; the parts'
+V is checked against ``iterate``'s):
 
 * the **user step** (``steps.solve_users``: batched Gram products and Cholesky solves, exact
   and unreleased),
@@ -102,21 +105,34 @@ def _base_layout(layout):
     return getattr(layout, "layout", layout)
 
 
-def _step_entry(seconds: list[float], fl: dict, peak: float) -> dict:
-    """One step's JSON entry from its per-iteration ``seconds`` (the first compiles; best and
-    median of the rest) and its FLOP counts ``fl``, against the matmul ``peak``."""
+def _seconds_entry(seconds: list[float]) -> dict:
+    """Timings of per-iteration ``seconds``: the first compiles; best and median of the rest."""
     import numpy as np
 
     rest = seconds[1:] or seconds[:1]
     best = float(min(rest))
     return {"seconds": best, "seconds_median": float(np.median(rest)),
             "compile_seconds": max(0.0, seconds[0] - best),
-            "first_iteration_seconds": seconds[0],
-            "flops": fl["total"], "flops_real": fl["real"],
+            "first_iteration_seconds": seconds[0]}
+
+
+def _step_entry(seconds: list[float], fl: dict, peak: float) -> dict:
+    """One step's JSON entry from its per-iteration ``seconds`` (:func:`_seconds_entry`) and
+    its FLOP counts ``fl``, against the matmul ``peak``."""
+    entry = _seconds_entry(seconds)
+    best = entry["seconds"]
+    return {**entry, "flops": fl["total"], "flops_real": fl["real"],
             "flops_detail": {k: v for k, v in fl.items() if k not in ("total", "real")},
             "achieved_flops": fl["total"] / best,
             "fraction_of_peak": fl["total"] / best / peak,
             "fraction_of_peak_real": fl["real"] / best / peak}
+
+
+def _relative_difference(A, B) -> float:
+    """‖A − B‖_F / ‖B‖_F (on the device)."""
+    import jax.numpy as jnp
+
+    return float(jnp.linalg.norm(A - B) / jnp.maximum(jnp.linalg.norm(B), 1e-30))
 
 
 def _std(release) -> float:
@@ -157,8 +173,12 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
     The counts, weights, layouts and steps are :func:`dpmt.train.training_run.setup`'s, as
     in :func:`dpmt.train.loop.fit` (``devices > 1``: the user, item and noisy-GD steps
     row-sharded over that many devices; on CPU the devices must exist already, see
-    :func:`run`); the iterations are timed step by step here; the part-by-part breakdown is
-    a one-device measurement."""
+    :func:`run`). Each iteration is the library's :func:`dpmt.train.loop.iterate`, timed
+    whole (``iteration``, ``iteration_seconds``); ``user_step``, ``gramian_seconds``,
+    ``item_step`` and ``item_step_compare`` break that measurement down, each part re-run
+    on the iteration's inputs right after it (``breakdown_seconds``: their sum;
+    ``breakdown_relative_difference``: the parts' V against ``iterate``'s). The
+    item-step breakdown (statistics / noise / solves) is a one-device measurement."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -169,6 +189,7 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
     from dpmt.solvers.ssp import noisy_gramian, spectral_shift
     from dpmt.solvers.steps import gd_item_step, ssp_item_step
     from dpmt.train.methods.noisy_gd import NOISY_GD
+    from dpmt.train.loop import iterate
     from dpmt.train.methods.ssp import SSP
     from dpmt.train.plan import make_plan
     from dpmt.train.training_run import setup
@@ -217,48 +238,55 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
         other_steps.item_step = ssp_item_step(other_steps)
     other_diffs: list[float] = []
     fl_user = user_step_flops(users, train.n_items, dim)
-    V, state = run_.state.V, run_.state.item_state
     rows: list[dict] = []
     traces: list[dict] = []
+    breakdown_diffs: list[float] = []
     rss_before = _status_bytes("VmRSS")
     window = reset_peak_rss()
     iterations_peak, steady_from, live = None, None, 0
-    U = None
+    extra = None
     for t in range(iterations + 1):
         peak.sample()
         before = layout_mod.trace_count()
+        # the measurement: iteration t as fit runs it (user step, noisy Gramian, item step,
+        # the ledger's charge), on the inputs kept here for the breakdown
+        V_in, U_in, state_in = run_.state.V, run_.U, run_.state.item_state
+        V, t_iter = _timed(lambda: iterate(run_, t).V)
+        U = run_.U
+        # V_in, U_in, U and V alive: the live arrays of an iteration
+        live = max(live, live_device_bytes({(peak.n, peak.n)}))
+        # its breakdown: each part again on iteration t's inputs, keys and noise (the parts
+        # after the user step read iterate's U, so they redo exactly iterate's work)
         rel = plan.iterations[t]
         k_gram, k_item = jax.random.split(jax.random.fold_in(k_iter, t))
-        U_prev = U                      # None in the first iteration: an exact user step
-        U, t_user = _timed(lambda: steps.solve_users(V, U_prev))
+        _, t_user = _timed(lambda: steps.solve_users(V_in, U_in))
         extra, t_gram = None, 0.0
         if rel.gramian is not None:
             G, t_gram = _timed(lambda: noisy_gramian(U, k_gram, rel.gramian.noise_std))
             extra = cfg.gravity * G
         noise = SSP.noise(rel.item)             # (Â, b̂)'s noise std
-        (V_new, state), t_item = _timed(
-            lambda: steps.item_step.update(state, V, U, k_item, noise, extra, noisy_n))
-        row = {"user_step": t_user, "gramian": t_gram, "item_step": t_item}
+        (V_part, _), t_item = _timed(
+            lambda: steps.item_step.update(state_in, V_in, U, k_item, noise, extra, noisy_n))
+        breakdown_diffs.append(_relative_difference(V_part, V))
+        del V_part
+        row = {"iteration": t_iter, "user_step": t_user, "gramian": t_gram, "item_step": t_item}
         if other_steps is not None:
             (V_other, _), row["item_step_compare"] = _timed(
-                lambda: other_steps.item_step.update(state, V, U, k_item, noise, extra, noisy_n))
+                lambda: other_steps.item_step.update(state_in, V_in, U, k_item, noise, extra,
+                                                     noisy_n))
             if not bool(jnp.all(jnp.isfinite(V_other))):
                 raise FloatingPointError(f"non-finite item embeddings (psd={other_solve!r})")
-            other_diffs.append(float(jnp.linalg.norm(V_other - V_new)
-                                     / jnp.maximum(jnp.linalg.norm(V_new), 1e-30)))
+            other_diffs.append(_relative_difference(V_other, V))
             del V_other   # not part of the live arrays the memory model accounts for
-        # U, V and V_new all alive here
-        live = max(live, live_device_bytes({(peak.n, peak.n)}))
-        V = jnp.asarray(V_new, jnp.float32)
-        if not bool(jnp.all(jnp.isfinite(V))):
-            raise FloatingPointError("non-finite item embeddings in the benchmark")
+        del V_in, U_in, state_in
         traces.append(_trace_diff(before, layout_mod.trace_count()))
         rows.append(row)
         if t == 0 and window:   # what the iterations hold once compiled (model check)
             iterations_peak = window_peak_rss_bytes()
             window = reset_peak_rss()
             steady_from = _status_bytes("VmRSS")
-        log(f"iteration {t}: " + ", ".join(f"{k} {v:.2f}s" for k, v in row.items())
+        log(f"iteration {t}: {t_iter:.2f}s (dpmt.train.loop.iterate); its breakdown: "
+            + ", ".join(f"{k} {v:.2f}s" for k, v in row.items() if k != "iteration")
             + f"; compilations {traces[-1]}")
     peak.sample()
 
@@ -301,9 +329,14 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
         # ‖V_other − V‖_F / ‖V‖_F per iteration (same inputs): how far the two estimators are
         # apart at this noise level (not a quality measure; QUALITY.md measures that)
         cmp_["relative_difference"] = other_diffs
+    # the measurement: fit's iteration, whole (best of the timed iterations, as every entry)
+    out["iteration"] = _seconds_entry([r["iteration"] for r in rows])
+    out["iteration_seconds"] = out["iteration"]["seconds"]
+    # its breakdown: the parts above, re-run on each iteration's inputs
     out["gramian_seconds"] = steady("gramian")[0]
-    out["iteration_seconds"] = out["item_step"]["seconds"] + out["user_step"]["seconds"] + \
+    out["breakdown_seconds"] = out["item_step"]["seconds"] + out["user_step"]["seconds"] + \
         out["gramian_seconds"]
+    out["breakdown_relative_difference"] = breakdown_diffs
     out["compilations_per_iteration"] = traces
     out["recompilations_after_first_iteration"] = recompilations(traces)
     # peak memory of the training iterations (before the breakdown, which materialises the

@@ -35,8 +35,10 @@ SUITE_DEVICES = (2,)
 #: version of the result JSON (2: "item_step" is the default item solve, shift, and
 #: "item_step_compare" the other one; 1 timed project as "item_step"; 3: the item layout may
 #: be segmented, "padding" says so; 4: the default item solve is cg, timed against shift,
-#: "item_step_compare" has "speedup", and "user_solve", "cg_steps" are recorded)
-SCHEMA_VERSION = 4
+#: "item_step_compare" has "speedup", and "user_solve", "cg_steps" are recorded; 5:
+#: "iteration_seconds" is dpmt.train.loop.iterate timed whole (before: the sum of the parts,
+#: now "breakdown_seconds"), "iteration" its timings, the steps a breakdown of it)
+SCHEMA_VERSION = 5
 #: the suite's side by side with implicit (when it is installed): (interactions, d)
 SUITE_AGAINST = (2_000_000, 64)
 #: the issue's targets for one private SSP iteration at ML-20M scale on one device (seconds)
@@ -316,8 +318,12 @@ def markdown_tables(results: list[dict], raw_dir: str | None = None) -> str:
     what = {"project": "the reference's item solve (Π(Â) by `eigh`)",
             "shift": "the Cholesky item solve (`Â + sI`, one factorisation per item)"}
     lines += ["### Per iteration (steady state, after one warm-up iteration)", "",
-              "The private SSP iteration = user step + noisy Gramian + item step, with dpmt's "
-              f"default item solve ({timed}); `{other} s` is "
+              "The private SSP iteration (`iteration s`) is `dpmt.train.loop.iterate`, fit's "
+              "own iteration (user step + noisy Gramian + item step + the ledger's charge), "
+              "timed whole; the step columns break that measurement down, each part re-run on "
+              "the iteration's inputs right after it (JSON schema 5; before, `iteration s` was "
+              f"the sum of the parts). The item step uses dpmt's default item solve ({timed}); "
+              f"`{other} s` is "
               f"{what.get(other, other)} timed on the same inputs right after it. `% peak` "
               "counts the padded slots, `real` only the ratings (nnz·(2d² + 2d) + m·(d³/3 + "
               "5d²), the work of one Cholesky per item whatever the solve).", "",

@@ -74,12 +74,21 @@ def tiny(tmp_path_factory):
     # segments of 8 (not 512) so that this small run has segmented SSP item rows, as the
     # ML-20M-scale runs do, with noisy GD on the plain layout beside them
     from dpmt.solvers import layout
+    from dpmt.train import loop
 
+    calls = []
+
+    def iterate(run, t):        # the library's iteration, counted
+        calls.append(t)
+        return real(run, t)
+
+    real = loop.iterate
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(layout, "SEGMENT_WIDTH", 8)
         mp.setattr(layout, "SEGMENT_MIN_SAVING", 0.0)
+        mp.setattr(loop, "iterate", iterate)
         assert bench.run(args) == 0
-    return json.loads(path.read_text())
+    return dict(json.loads(path.read_text()), iterate_calls=calls)
 
 
 def test_tiny_run_writes_every_field_the_report_and_the_scaling_check_read(tiny):
@@ -106,8 +115,16 @@ def test_tiny_run_writes_every_field_the_report_and_the_scaling_check_read(tiny)
     assert r["padding"]["item_segment_width"] == 8 and r["padding"]["item_long_rows"] > 0
     assert r["compilations_per_iteration"][0].get("ssp_item_step_cg") == 1
     assert r["compilations_per_iteration"][0].get("ssp_item_step_shift") == 1
-    assert r["iteration_seconds"] == pytest.approx(
+    # the measurement is fit's own iteration, dpmt.train.loop.iterate, once per iteration
+    # (the warm-up and the timed one); the steps are its breakdown, each part re-run on
+    # that iteration's inputs, and they reproduce its V
+    assert r["iterate_calls"] == [0, 1]
+    assert r["iteration_seconds"] == r["iteration"]["seconds"] > 0
+    assert r["iteration"]["first_iteration_seconds"] >= r["iteration"]["seconds"]
+    assert r["breakdown_seconds"] == pytest.approx(
         r["item_step"]["seconds"] + r["user_step"]["seconds"] + r["gramian_seconds"])
+    assert len(r["breakdown_relative_difference"]) == 2
+    assert max(r["breakdown_relative_difference"]) < 1e-5
     assert set(r["item_step_breakdown"]) >= {"statistics", "noise", "eigh", "cholesky_solve",
                                              "shift_solve"}
     # the shift item step, timed on the same inputs as the (default) CG one; both counted as
