@@ -472,6 +472,11 @@ class ExecutionConfig:
     progress: progress bars and status lines on stderr.
     lapack_threads: see :func:`dpmt.runtime.limit_lapack_threads` (one thread per LAPACK call
       is ~6× faster for the solvers' batches of small systems on CPU).
+    sharded_data: in a ``jax.distributed`` run, each process was given only its own users'
+      ratings (:func:`dpmt.data.shards.read_user_shard`): every release sums the processes'
+      exact statistics by a collective before its one noise draw, the user step and U stay
+      per process (:mod:`dpmt.train.sharded_data`). The same releases and ε as one process
+      holding every user; V equal up to float32 round-off of the summation order.
     """
 
     devices: int = _f(1, "shard the user and item steps over this many devices; any number "
@@ -484,6 +489,9 @@ class ExecutionConfig:
                                     "kernels (eigh, Cholesky), set when a run starts; 0 leaves "
                                     "it alone", "execution", cli=False,
                                     none="$DPMT_LAPACK_THREADS or 1")
+    sharded_data: bool = _f(False, "each jax.distributed process holds only its own users' "
+                            "ratings; releases sum the processes' statistics before the noise",
+                            "execution", cli=False)
 
     def __post_init__(self):
         _check_types(self)

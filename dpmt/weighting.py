@@ -481,6 +481,17 @@ def _rank_within_user(user_ids: np.ndarray, *sort_keys: np.ndarray) -> np.ndarra
     return rank
 
 
+def _uniforms(seed, n: int) -> np.ndarray:
+    """n per-rating random keys in [0, 1): ``seed``'s generator, or ``seed`` itself when it
+    is already such a (n,) array (:func:`dpmt.data.splits.keyed_uniforms`: keys that are the
+    same whichever process holds the user)."""
+    if isinstance(seed, np.ndarray) and seed.dtype.kind == "f":
+        if seed.shape != (n,):
+            raise ConfigError(f"per-rating keys must have shape ({n},) (got {seed.shape})")
+        return seed
+    return _rng(seed).random(n)
+
+
 def _rng(seed):
     try:
         return np.random.default_rng(seed)
@@ -489,20 +500,20 @@ def _rng(seed):
             from None
 
 
-def uniform_sample_weights(user_ids, k: int, seed: int | np.random.Generator = 0):
+def uniform_sample_weights(user_ids, k: int, seed: int | np.random.Generator | np.ndarray = 0):
     """The "uniform" baseline (Chien et al. 2021): k ratings per user sampled uniformly, weight 1.
 
     Σ_i w_ij² = min(k, |Ω^j|) ≤ k, so pass ``budget = k`` to the privacy accounting.
     Returns (nnz,) float64 weights in {0, 1} (empty for nnz = 0).
     """
     check_range("k", k, low=1, integer=True)
-    rng = _rng(seed)
     user_ids = _ids_np("user_ids", user_ids)
-    rank = _rank_within_user(user_ids, rng.random(len(user_ids)))
+    rank = _rank_within_user(user_ids, _uniforms(seed, len(user_ids)))
     return (rank < k).astype(np.float64)
 
 
-def tail_weights(counts, user_ids, item_ids, k: int, seed: int | np.random.Generator = 0):
+def tail_weights(counts, user_ids, item_ids, k: int,
+                 seed: int | np.random.Generator | np.ndarray = 0):
     """The "tail" baseline (Chien et al. 2021): each user's k least popular items, weight 1.
 
     Popularity is ``counts`` (use *private* counts: the selection reads them, so they must
@@ -511,9 +522,8 @@ def tail_weights(counts, user_ids, item_ids, k: int, seed: int | np.random.Gener
     """
     check_range("k", k, low=1, integer=True)
     c = _counts_np(counts)
-    rng = _rng(seed)
     user_ids = _ids_np("user_ids", user_ids)
     item_ids = _ids_np("item_ids", item_ids, len(c), "tasks (len(counts))")
     _same_length(user_ids=user_ids, item_ids=item_ids)
-    rank = _rank_within_user(user_ids, c[item_ids], rng.random(len(item_ids)))
+    rank = _rank_within_user(user_ids, c[item_ids], _uniforms(seed, len(item_ids)))
     return (rank < k).astype(np.float64)

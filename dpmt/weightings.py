@@ -42,7 +42,9 @@ class Weighting:
             raise ConfigError(f"weights={self.name!r} samples k = budget items per user, so "
                               f"budget must be an integer (got {cfg.budget})")
 
-    def weights(self, cfg, user, item, noisy_counts, noisy_n_users, seed: int) -> np.ndarray:
+    def weights(self, cfg, user, item, noisy_counts, noisy_n_users, seed) -> np.ndarray:
+        """(nnz,) w_ij. ``seed``: an int, or (sharded data) per-rating keys in [0, 1) that
+        replace any random draw (:func:`dpmt.data.splits.keyed_uniforms`)."""
         raise NotImplementedError
 
 

@@ -20,8 +20,18 @@ All workers on this machine over loopback (what tests/test_sharding.py does), pl
 
     python scripts/multihost.py launch --num-processes 2 --noise-seed 0 --out /tmp/mh
 
-Data: every process generates the same synthetic ratings from the seed (a stand-in for each
-host reading its shard of a dataset; only the device-resident layout shards are per-process).
+Data: by default every process generates the same synthetic ratings from the seed and the
+device-resident layouts are sharded over the global mesh. With ``--shard-data`` the
+launcher writes the ratings as user-hashed shard files (:mod:`dpmt.data.shards`) and each
+worker reads only its own shards: it holds its users' ratings and U rows only, and every
+release sums the processes' statistics before its one noise draw
+(``ExecutionConfig(sharded_data=True)``, :mod:`dpmt.solvers.collectives`). ``--json FILE``
+writes the result, with per process the fraction of the ratings it read, the fraction of U
+it held, its peak RSS (and the part above the RSS after JAX started) and its iteration
+times::
+
+    python scripts/multihost.py launch --num-processes 4 --shard-data --noise-seed 0 \
+        --json /tmp/mh4.json
 """
 
 from __future__ import annotations
@@ -42,6 +52,8 @@ def add_model_args(p):
     p.add_argument("--iterations", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--solver", choices=["ssp", "gd"], default="ssp")
+    p.add_argument("--shard-data", action="store_true",
+                   help="each process reads only its users' shard files (see the module)")
     p.add_argument("--noise-seed", type=int, default=None,
                    help="reproducible noise (then the launcher also compares with one "
                         "process); default: process 0's secret from OS entropy")
@@ -62,20 +74,35 @@ def train(args, mesh=None):
     processes; with it, a single process reproduces the multi-process model (the launcher's
     comparison). Returns V, seconds per iteration, and (ε, Recall@20)."""
     from dpmt.config import ExecutionConfig, TrainConfig
-    from dpmt.data import make_synthetic, per_user_split
+    from dpmt.data import per_user_split
     from dpmt.train.loop import fit
 
-    r = make_synthetic(n_users=args.users, n_items=args.items,
-                       n_interactions=args.interactions, seed=args.seed)
+    shard = getattr(args, "shard_folder", None)
+    r = _data(args) if shard is None else shard
     split = per_user_split(r, seed=args.seed)
     cfg = TrainConfig(dataset="synthetic", solver=args.solver, dim=args.dim,
                       iterations=args.iterations, epsilon=2.0, seed=args.seed,
                       noise_seed=args.noise_seed)
-    res = fit(split.train, cfg, test=split.test,
-              execution=ExecutionConfig(devices=_devices(mesh), progress=False))
+    sharded = shard is not None or getattr(args, "shard_data", False)
+    ex = (ExecutionConfig(sharded_data=True, progress=False) if sharded
+          else ExecutionConfig(devices=_devices(mesh), progress=False))
+    res = fit(split.train, cfg, test=split.test, execution=ex)
     secs = [h["seconds"] for h in res.history]
     return res.item_embeddings, [b - a for a, b in zip([0.0] + secs, secs)], \
         {"epsilon": res.epsilon, "recall@20": res.metrics["overall"]["recall@20"]}
+
+
+def _data(args):
+    from dpmt.data import make_synthetic
+
+    return make_synthetic(n_users=args.users, n_items=args.items,
+                          n_interactions=args.interactions, seed=args.seed)
+
+
+def _peak_rss_mib() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0   # Linux: KiB
 
 
 def cmd_worker(args) -> int:
@@ -92,10 +119,25 @@ def cmd_worker(args) -> int:
 
     from dpmt.solvers import sharding as S
 
-    mesh = S.make_mesh()   # every process's devices: what make_steps shards over
     info = {"process": jax.process_index(), "processes": jax.process_count(),
-            "global_devices": len(jax.devices()), "local_devices": len(jax.local_devices())}
+            "global_devices": len(jax.devices()), "local_devices": len(jax.local_devices()),
+            "rss_after_start_mib": _peak_rss_mib()}
+    if args.shard_data:     # this process's users only: no global mesh, sums by collectives
+        from dpmt.data.shards import read_manifest, read_user_shard
+
+        mesh = None
+        args.shard_folder, read = read_user_shard(args.shards_dir, args.process_id,
+                                                  args.num_processes)
+        total_users = sum(read_manifest(args.shards_dir)["users"])
+        info.update(shards=read["shards"], ratings_read=read["ratings"],
+                    ratings_fraction=read["fraction"],
+                    users_held=int(args.shard_folder.n_users),
+                    users_fraction=args.shard_folder.n_users / total_users)
+    else:
+        mesh = S.make_mesh()   # every process's devices: what make_steps shards over
     V, times, extra = train(args, mesh)
+    info["peak_rss_mib"] = _peak_rss_mib()
+    info["rss_above_start_mib"] = info["peak_rss_mib"] - info["rss_after_start_mib"]
     info["seconds"] = times
     info.update(extra)
     if args.out:
@@ -123,6 +165,16 @@ def cmd_launch(args) -> int:
     keys = ("users", "items", "interactions", "dim", "iterations", "seed", "solver")
     model = [f"--{k}={getattr(args, k)}" for k in keys] + (
         [f"--noise-seed={args.noise_seed}"] if args.noise_seed is not None else [])
+    if args.shard_data:
+        from dpmt.data.shards import write_user_shards
+
+        shards_dir = os.path.join(args.out, "shards")
+        if os.path.isdir(shards_dir):
+            import shutil
+
+            shutil.rmtree(shards_dir)    # the launcher's own scratch copy of the data
+        write_user_shards(_data(args), shards_dir, args.shards or 8 * args.num_processes)
+        model += ["--shard-data", f"--shards-dir={shards_dir}"]
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     env.pop("XLA_FLAGS", None)
     procs = []
@@ -154,9 +206,16 @@ def cmd_launch(args) -> int:
            "workers": [json.loads(open(os.path.join(args.out, f"v{i}.npz.json")).read())
                        for i in range(args.num_processes)]}
     if args.noise_seed is not None:   # the same noise: one process must give the same model
-        ref_args = argparse.Namespace(**{k: getattr(args, k) for k in keys + ("noise_seed",)})
+        # one process: all the data (with --shard-data: the summed path, which caps each
+        # user by a keyed hash, so that any number of processes makes the same releases)
+        ref_args = argparse.Namespace(**{k: getattr(args, k)
+                                         for k in keys + ("noise_seed", "shard_data")})
         V1, _, res["single_process"] = train(ref_args, None)
         res["max_abs_diff_vs_single_process"] = float(max(np.abs(V - V1).max() for V in Vs))
+    res["shard_data"] = bool(args.shard_data)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
     print("RESULT " + json.dumps(res), flush=True)
     return 0
 
@@ -170,6 +229,7 @@ def main(argv=None) -> int:
     w.add_argument("--process-id", type=int, required=True)
     w.add_argument("--local-devices", type=int, default=1, help="CPU devices per process")
     w.add_argument("--out", default=None, help="write V (npz) here")
+    w.add_argument("--shards-dir", default=None, help="the shard folder (with --shard-data)")
     add_model_args(w)
     la = sub.add_parser("launch", help="run N workers on this machine and compare with one "
                                        "process")
@@ -177,6 +237,9 @@ def main(argv=None) -> int:
     la.add_argument("--local-devices", type=int, default=1)
     la.add_argument("--out", default="runs/multihost")
     la.add_argument("--timeout", type=float, default=600)
+    la.add_argument("--shards", type=int, default=None,
+                    help="shard files with --shard-data (default 8 per process)")
+    la.add_argument("--json", default=None, help="also write the result here")
     add_model_args(la)
     args = p.parse_args(argv)
     return cmd_worker(args) if args.cmd == "worker" else cmd_launch(args)

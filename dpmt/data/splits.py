@@ -271,6 +271,25 @@ def filter_min_counts(r: Ratings, min_user: int = 1, min_item: int = 1,
     return r.select(mask).compact(keep_items=min_item <= 1)
 
 
+def keyed_uniforms(r: Ratings, seed: int, purpose: str) -> np.ndarray:
+    """A key in [0, 1) per rating, float64 (nnz,): a keyed hash of (seed, purpose, raw user
+    id, raw item id), so the same rating gets the same key whichever process holds it."""
+    return _unit(_pair_hashes(r, int(seed), purpose))
+
+
+def keyed_cap_mask(r: Ratings, k: int, seed: int) -> np.ndarray:
+    """Boolean mask keeping at most ``k`` ratings per user: the ``k`` with the smallest keyed
+    hash of (seed, raw user id, raw item id). A function of each user's own ratings and the
+    seed only — not of the other users, their order or which process holds them — so every
+    split of the users over processes caps alike (sharded data, :mod:`dpmt.data.shards`).
+    With a secret seed (the run's noise source) it is a uniform random sample per user."""
+    check_range("k", k, low=1, integer=True)
+    if r.nnz == 0:
+        return np.zeros(0, bool)
+    rank, _ = _ranks_by_bits(r.user, r.n_users, _pair_hashes(r, int(seed), "cap"))
+    return rank < k
+
+
 def cap_mask(user_ids, k: int, rng: np.random.Generator) -> np.ndarray:
     """Boolean mask keeping a uniform random sample of at most ``k`` ratings per user: one
     random key per rating from ``rng``, ranked within each user (each user's sample reads

@@ -113,7 +113,8 @@ def counts_release(k: int, noise_std: float, *, name: str = "item_counts",
 def private_counts(user_ids, item_ids, n_items: int, *, k: int, noise_std: float,
                    cap_rng, noise_rng: random.Random, ledger: PrivacyLedger | None = None,
                    name: str = "item_counts", include_user_count: bool = False,
-                   delta: float = 0.0, minimum: int | None = 1,
+                   delta: float = 0.0, minimum: int | None = 1, aggregate=None,
+                   keep: np.ndarray | None = None,
                    ) -> tuple[np.ndarray, Release] | tuple[np.ndarray, int, Release]:
     """Noisy task sizes n̂_i: the capped histogram plus discrete Gaussian noise, integers.
 
@@ -132,6 +133,13 @@ def private_counts(user_ids, item_ids, n_items: int, *, k: int, noise_std: float
       delta: the release's extra δ (private partition selection, :func:`partition_threshold`).
       minimum: the released counts are clamped at it (post-processing; None: unclamped,
         what a ranking by popularity wants).
+      aggregate: sharded data (each process holds only its own users, every process calls
+        this with the same ``noise_rng``): the sum over the processes of the capped histogram
+        (:func:`dpmt.solvers.collectives.process_sum`), applied before the one noise draw. A
+        user is in one process, so the sensitivity is unchanged.
+      keep: a boolean (nnz,) cap mask to use instead of sampling one with ``cap_rng``
+        (:func:`dpmt.data.splits.keyed_cap_mask`, the same on any split of the users);
+        checked: a mask that keeps more than k ratings of a user is refused.
 
     With ``include_user_count`` the number of users n is released in the same mechanism as
     one extra coordinate (a user adds 1 to it), since the optimal weights' normalisation
@@ -147,10 +155,20 @@ def private_counts(user_ids, item_ids, n_items: int, *, k: int, noise_std: float
     if len(user_ids) == 0:
         raise DataError("cannot release counts of an empty dataset")
     noise_rng = _as_random(noise_rng)
-    keep = cap_per_user(user_ids, k, cap_rng)
+    if keep is None:
+        keep = cap_per_user(user_ids, k, cap_rng)
+    else:
+        keep = np.asarray(keep)
+        if keep.dtype != bool or keep.shape != user_ids.shape:
+            raise DataError(f"keep must be a boolean mask of shape {user_ids.shape}")
+        if keep.any() and int(np.bincount(user_ids[keep]).max()) > k:
+            raise DataError(f"keep keeps more than k = {k} ratings of a user: the counts' "
+                            "sensitivity would not hold")
     hist = np.bincount(item_ids[keep], minlength=n_items).astype(np.int64)
     if include_user_count:
         hist = np.append(hist, np.int64(len(np.unique(user_ids))))
+    if aggregate is not None:
+        hist = np.asarray(aggregate(hist), np.int64)
     release = counts_release(k, noise_std, name=name, include_user_count=include_user_count,
                              delta=delta)
     if ledger is not None:

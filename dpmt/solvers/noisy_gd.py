@@ -301,6 +301,25 @@ _fast_noisy_gradient = jax.jit(_fast_noisy_gradient_impl, static_argnames=("loss
                                static_argnums=(0,))
 
 
+@jax.jit(static_argnames=("loss",))
+def _fast_partial_rows(V, items, users, X, data, clip_norm, key, *, loss):
+    """This process's clipped rows of a full-batch step (sharded data), before the sum over
+    processes: the same sample (all ones) and clipped sum as :func:`_fast_noisy_gradient`."""
+    count_trace("fast_partial_rows")
+    mask, _, _ = _sample(key, items.n_cols, None, False)
+    return fast_clipped_sum(V, items, users, X, data, clip_norm, mask, loss)[0]
+
+
+@jax.jit(static_argnums=(0,))
+def _release_summed(encoder, params, rows, key, clip_norm, noise_multiplier, reg, num_users,
+                    extra_quadratic):
+    """``ĝ`` from the processes' summed clipped rows: the noise of ``key``'s step (as
+    :func:`_fast_noisy_gradient` draws it), then the public terms."""
+    _, q, k_noise = _sample(key, 1, None, False)
+    return _release(encoder, params, {"params": {"embedding": rows}}, k_noise, clip_norm,
+                    noise_multiplier, q, reg, num_users, extra_quadratic)
+
+
 # -- the noisy gradient and the step ----------------------------------------------------------------
 def _noisy_gradient_impl(encoder, params, layout, X, weights, labels, key, clip_norm,
                          noise_multiplier, sampling_rate, reg, num_users, extra_quadratic=None,
@@ -434,7 +453,7 @@ def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array |
              num_users: float | None = None, loss: Loss = squared_loss,
              opt_state: Any = None, microbatch_size: int | None = None,
              return_state: bool = False, extra_quadratic: jax.Array | None = None,
-             mesh=None, user_layout: Layout | None = None):
+             mesh=None, user_layout: Layout | None = None, aggregate=None):
     """Run ``steps`` steps of noisy (stochastic) gradient descent (Algorithm 2).
 
     Args:
@@ -469,6 +488,11 @@ def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array |
         ratings as the task layout ``layout`` (embedding path, one device): the per-user
         norms are then row sums over it (the gathered rows are the small item table, no
         scatter). Changes nothing but the summation order.
+      aggregate: sharded data (:mod:`dpmt.solvers.collectives`): a function summing an array
+        over the processes, each of which holds only its own users' ratings; every step's
+        clipped sum is ``aggregate``-d before the one noise draw (embedding path, full batch,
+        one device per process). A user's gradient lives on one process, so the clip and the
+        sensitivity G are those of one process holding everyone.
 
     On one device the embedding path runs :func:`fast_clipped_sum`: the slots' weights,
     labels and ``‖x_j‖²`` are gathered once per call (:func:`prepare_steps`), and each step
@@ -499,10 +523,24 @@ def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array |
                jnp.float32(1.0 if sampling_rate is None else sampling_rate), jnp.float32(reg),
                jnp.float32(n))
     M = None if extra_quadratic is None else jnp.asarray(extra_quadratic, jnp.float32)
+    if aggregate is not None and (path != "embedding" or mesh is not None or poisson):
+        raise ConfigError("noisy GD on sharded data runs the embedding table, full batch, on "
+                          "one device per process: drop encoder='mlp', sampling_rate and "
+                          "devices > 1")
     if path == "embedding" and mesh is None and int(steps) > 0:
         if user_layout is not None:
             _check_user_layout(user_layout, layout)
         data = prepare_steps(layout, user_layout, X, weights, labels)
+        if aggregate is not None:
+            for t in range(int(steps)):
+                k = jax.random.fold_in(key, t)
+                rows = aggregate(_fast_partial_rows(params["params"]["embedding"], layout,
+                                                    user_layout, X, data, scalars[0], k,
+                                                    loss=loss))
+                g = _release_summed(encoder, params, jnp.asarray(rows), k, scalars[0],
+                                    scalars[1], scalars[3], scalars[4], M)
+                params, opt_state = _apply_optimizer(optimizer, g, opt_state, params)
+            return (params, opt_state) if return_state else params
         for t in range(int(steps)):
             g = _fast_noisy_gradient(encoder, params, layout, user_layout, X, data,
                                      jax.random.fold_in(key, t), *scalars, M, loss=loss,

@@ -75,6 +75,9 @@ class Steps:
     labels: Any         # y_ij float32 (nnz,) or None (implicit feedback: y = 1)
     mesh: Any = None
     item_step: ItemStep | None = None
+    #: sharded data: sums an array over the processes before a release's noise
+    #: (:func:`dpmt.solvers.collectives.process_sum`); None: this process holds every user
+    aggregate: Callable | None = None
 
     def replicated(self, x):
         """``x`` replicated on the mesh (once, not a host round trip per step)."""
@@ -83,6 +86,16 @@ class Steps:
         from dpmt.solvers import sharding
 
         return sharding.replicate(np.asarray(x), self.mesh)
+
+    def released_gramian(self, U, key, sigma) -> jax.Array:
+        """Ĝ_U = Π(Σ_j u_j u_jᵀ + E) (:func:`dpmt.solvers.ssp.noisy_gramian`), the sum over
+        every process's users with sharded data."""
+        from dpmt.solvers import ssp
+
+        if self.aggregate is None:
+            return ssp.noisy_gramian(U, key, sigma)
+        G = jnp.asarray(self.aggregate(ssp.gramian(U)))
+        return ssp.project_psd(G + ssp.symmetric_noise(key, G.shape[-1], sigma))
 
     def solve_users(self, V, U_prev=None) -> jax.Array:
         """u_j = (Σ_{i∈I_j} v_i v_iᵀ + α0 VᵀV + λI)⁻¹ Σ_i y_ij v_i, clipped to ‖u_j‖ ≤ C.
@@ -117,7 +130,8 @@ def estimate_bytes(n_users: int, n_items: int, nnz: int, dim: int) -> int:
 
 
 def build_steps(cfg: TrainConfig, train, weights, *, labels=None, devices: int = 1,
-                segment_items: bool = False, shard_items: bool = True) -> Steps:
+                segment_items: bool = False, shard_items: bool = True,
+                aggregate: Callable | None = None) -> Steps:
     """Layouts of ``train`` (a :class:`~dpmt.data.Ratings`) and the user step of ``cfg``;
     the item step is the method's (``dpmt.train.methods.make_steps`` builds both).
 
@@ -129,6 +143,8 @@ def build_steps(cfg: TrainConfig, train, weights, *, labels=None, devices: int =
         item step on one device reads them, noisy GD and the sharded steps read plain
         buckets).
       shard_items: split the item layout over the devices too (a step over item rows).
+      aggregate: sharded data (this process holds only its own users): the sum over the
+        processes that the item step applies to its statistics before the noise.
     """
     from dpmt.solvers import layout as layout_mod
     if cfg.reg is None:          # fit() resolves it by rule first; a direct caller gets λ = 3
@@ -147,7 +163,7 @@ def build_steps(cfg: TrainConfig, train, weights, *, labels=None, devices: int =
             items = sharding.shard_layout(items, mesh)
         log.info("sharding the user and item steps over %d %s devices", devices,
                  jax.devices()[0].platform)
-    steps = Steps(cfg, items, users, None, None, mesh)
+    steps = Steps(cfg, items, users, None, None, mesh, aggregate=aggregate)
     steps.weights = steps.replicated(jnp.asarray(weights, jnp.float32))
     steps.labels = None if labels is None else steps.replicated(jnp.asarray(labels,
                                                                             jnp.float32))
@@ -166,7 +182,15 @@ def ssp_item_step(steps: Steps) -> ItemStep:
         return ItemState()
 
     def update(state, V, U, key, noise: ItemNoise, extra=None, num_users=None):
-        if steps.mesh is None:
+        if steps.aggregate is not None:
+            # sharded data: every process's exact statistics summed, then one noise draw
+            from dpmt.solvers.ssp import ssp_solve, weighted_statistics
+
+            A, b = weighted_statistics(steps.items, U, steps.weights, steps.labels)
+            V_new = ssp_solve(jnp.asarray(steps.aggregate(A)), jnp.asarray(steps.aggregate(b)),
+                              key, noise.sigma_A, noise.sigma_b, reg, extra=extra, psd=psd,
+                              x0=V, cg_steps=cg_steps)
+        elif steps.mesh is None:
             from dpmt.solvers.ssp import ssp_item_step as step
 
             V_new = step(steps.items, U, steps.weights, steps.labels, key, noise.sigma_A,
@@ -240,7 +264,7 @@ def gd_item_step(steps: Steps, n_items: int, item_features=None) -> ItemStep:
                           steps=g.steps, clip_norm=g.clip, noise_multiplier=noise.gd_multiplier,
                           key=key, optimizer=optimizer, sampling_rate=g.sampling_rate,
                           reg=cfg.reg, num_users=num_users, extra_quadratic=extra,
-                          mesh=steps.mesh, user_layout=user_rows)
+                          mesh=steps.mesh, user_layout=user_rows, aggregate=steps.aggregate)
         return encoders.item_embeddings(encoder, params), ItemState(params if mlp else None)
 
     return ItemStep(init, update)

@@ -27,19 +27,21 @@ from dpmt.registry import TASKS
 KS = (10, 20, 50)
 
 
-def _buckets(train):
+def _buckets(train, counts=None):
     from dpmt.data.stats import popularity_buckets
 
-    counts = train.item_counts()
+    counts = train.item_counts() if counts is None else np.asarray(counts)
     return popularity_buckets(counts, min(5, max(1, train.n_items))), counts
 
 
-def evaluate(model, train, eval_set, ks=KS) -> dict:
+def evaluate(model, train, eval_set, ks=KS, item_counts=None) -> dict:
     """Metrics of ``model`` on ``eval_set`` (an :class:`~dpmt.data.splits.EvalSet` in the
-    index space of ``train``), with the privacy summary."""
+    index space of ``train``), with the privacy summary. ``item_counts``: the exact training
+    counts that define the popularity buckets (default: ``train``'s; sharded data: summed
+    over the processes)."""
     from dpmt.metrics import ranking_metrics
 
-    buckets, counts = _buckets(train)
+    buckets, counts = _buckets(train, item_counts)
     U = model.user_embeddings(eval_set.history)
     m = ranking_metrics(U, model.item_embeddings, eval_set.history, eval_set.targets, ks=ks,
                         item_buckets=buckets, item_counts=counts,
@@ -155,3 +157,26 @@ def released_baselines(model, train, eval_set):
     elif model.item_counts is not None:
         yield "private popularity", private_popularity_metrics(model.item_counts, train,
                                                                eval_set, privacy)
+
+
+def combine_over_processes(metrics: dict, aggregate) -> dict:
+    """The metrics of every process's evaluation users together (sharded data): each group's
+    (overall, bucket) means weighted by its ``users``, summed over the processes with
+    ``aggregate`` (:func:`dpmt.solvers.collectives.process_sum`); the buckets must be the
+    same on every process (:func:`evaluate`'s ``item_counts`` summed first)."""
+    groups = [metrics["overall"], *metrics.get("buckets", [])]
+    names = sorted(k for k in groups[0] if k.startswith(("recall@", "ndcg@")))
+    users = np.array([g["users"] for g in groups], np.int64)
+    sums = np.array([[0.0 if not g["users"] else g[k] * g["users"] for k in names]
+                     for g in groups], np.float64)
+    users = np.asarray(aggregate(users), np.int64)
+    # float32 across processes (the exchange's dtype): means of ≤ 1 values, ample here
+    sums = np.asarray(aggregate(sums.astype(np.float32)), np.float64)
+    out = dict(metrics)
+    new = []
+    for g, n, row in zip(groups, users, sums):
+        g = dict(g, users=int(n))
+        g.update({k: (float(v / n) if n else math.nan) for k, v in zip(names, row)})
+        new.append(g)
+    out["overall"], out["buckets"] = new[0], new[1:]
+    return out

@@ -117,10 +117,8 @@ def iterate(run: TrainingRun, t: int) -> LoopState:
     run.U = U = run.steps.solve_users(V, run.U)
     extra = None
     if cfg.gravity > 0:
-        from dpmt.solvers.ssp import noisy_gramian
-
         sigma_g = charge(ledger, None if rel is None else rel.gramian)
-        extra = cfg.gravity * noisy_gramian(U, k_gram, sigma_g)
+        extra = cfg.gravity * run.steps.released_gramian(U, k_gram, sigma_g)
     if rel is not None:
         for r in rel.item:
             ledger.record(r)
@@ -152,6 +150,8 @@ def finish(run: TrainingRun) -> Model:
         model_cfg = model_cfg.replace(dataset=data_label(run.train.name))
     if counts is None and not cfg.private and model_cfg.uses_popularity_prior:
         counts = run.train.item_counts()        # non-private (ε = ∞): the exact counts
+        if run.steps.aggregate is not None:
+            counts = run.steps.aggregate(counts)
     model = Model(item_embeddings=np.asarray(run.state.V), item_ids=run.train.item_ids,
                   config=model_cfg, ledger=run.ledger,
                   item_counts=None if counts is None else np.asarray(counts),
@@ -160,10 +160,16 @@ def finish(run: TrainingRun) -> Model:
                   noise_reproducible=cfg.private and run.noise.reproducible)
     model.compile_seconds = _compile_seconds(run.history, run.t_loop - run.t_start)
     if run.eval_set is not None:
-        from dpmt.train.evaluate import evaluate, evaluate_ratings
+        from dpmt.train.evaluate import combine_over_processes, evaluate, evaluate_ratings
 
-        score = evaluate_ratings if TASKS[cfg.task].labelled else evaluate
-        model.metrics = score(model, run.train, run.eval_set)
+        agg = run.steps.aggregate
+        if agg is None:
+            score = evaluate_ratings if TASKS[cfg.task].labelled else evaluate
+            model.metrics = score(model, run.train, run.eval_set)
+        else:   # sharded data: global buckets, every process's evaluation users together
+            local = evaluate(model, run.train, run.eval_set,
+                             item_counts=agg(run.train.item_counts()))
+            model.metrics = combine_over_processes(local, agg)
     model.seconds = time.time() - run.t_start
     return model
 

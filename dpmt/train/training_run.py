@@ -116,6 +116,7 @@ def setup(train, config: TrainConfig | None = None, *, validation=None, test=Non
         limit_lapack_threads(ex.lapack_threads)
     t_start = time.time()
     select = cfg.private and not getattr(train, "items_public", False)
+    aggregate = _sum_over_processes(cfg, ex, train, run_dir)
     # refuses an unmeetable budget before data; the sampler's δ from the data's public shape
     plan = make_plan(cfg, select_items=select, draws=_draws(cfg, train, item_features,
                                                             charged_draws))
@@ -150,7 +151,7 @@ def setup(train, config: TrainConfig | None = None, *, validation=None, test=Non
     # 2. private counts (+ user count) and, without a catalogue, the items they select
     noisy_counts = noisy_n = selected = None
     if releases_counts(cfg) or select:
-        noisy_counts, noisy_n, selected = once.counts(train, select)
+        noisy_counts, noisy_n, selected = once.counts(train, select, aggregate)
         warn_if_delta_protects_nobody(cfg, noisy_n)
     released_counts = noisy_counts          # as released: before any selection
     if selected is not None:
@@ -181,10 +182,11 @@ def setup(train, config: TrainConfig | None = None, *, validation=None, test=Non
     if why:
         log.info("auto settings: %s", explain(why))
     w = compute_weights(model_cfg, train, noisy_counts, noisy_n,
-                        seed=int(src.numpy_rng("weights").integers(0, 2**31 - 1)))
+                        seed=int(src.numpy_rng("weights").integers(0, 2**31 - 1)),
+                        keyed=aggregate is not None)
     check_weight_budget(model_cfg, train, w)
     steps = make_steps(model_cfg, train, w, labels=labels, item_features=item_features,
-                       devices=ex.devices)
+                       devices=ex.devices, aggregate=aggregate)
     state, history, U = LoopState(V0, 0, steps.item_step.init(k_init, V0)), [], None
     if saved:
         state = LoopState(jnp.asarray(saved["V"]), saved["iteration"], saved["item_state"])
@@ -197,7 +199,7 @@ def setup(train, config: TrainConfig | None = None, *, validation=None, test=Non
         cfg=cfg, model_cfg=model_cfg, why=why, ex=ex, plan=plan, ledger=ledger, noise=src,
         train=train, eval_set=eval_set, method=method_of(model_cfg), steps=steps, state=state,
         k_iter=src.jax_key("iterations"),
-        n_norm=float(noisy_n) if noisy_n is not None else float(train.n_users),
+        n_norm=float(noisy_n) if noisy_n is not None else _user_count(train, aggregate),
         history=history, U=U, offset=offset, item_offsets=item_offsets,
         released_counts=released_counts, noisy_counts=noisy_counts, noisy_n=noisy_n,
         selected=selected, checkpoint=ckpt, fingerprints=fingerprints, t_start=t_start,
@@ -228,18 +230,59 @@ class _OnceReleases:
     def get(self, name: str, release):
         return self.saved[name] if name in self.saved else release()
 
-    def counts(self, train, select: bool):
+    def counts(self, train, select: bool, aggregate=None):
         if "noisy_counts" in self.saved:
             s = self.saved
             return s["noisy_counts"], s["noisy_n"], s.get("selected_items")
         rel, src = self.plan.counts, self.src
+        keep = None
+        if aggregate is not None:   # sharded data: the same cap on any split of the users
+            from dpmt.data.splits import keyed_cap_mask
+
+            seed = int(src.numpy_rng("counts/keyed-cap").integers(0, 2**62))
+            keep = keyed_cap_mask(train, self.cfg.effective_count_cap, seed)
         noisy_counts, noisy_n, _ = private_counts(
             train.user, train.item, train.n_items, k=self.cfg.effective_count_cap,
             noise_std=rel.noise_std, cap_rng=src.numpy_rng("counts/cap"),
-            noise_rng=src.random("counts/noise"), ledger=None, include_user_count=True)
+            noise_rng=src.random("counts/noise"), ledger=None, include_user_count=True,
+            aggregate=aggregate, keep=keep)
         self.ledger.record(rel)
         selected = select_items(noisy_counts, self.plan.item_threshold) if select else None
         return noisy_counts, noisy_n, selected
+
+
+def _sum_over_processes(cfg: TrainConfig, ex: ExecutionConfig, train, run_dir):
+    """``process_sum`` for sharded data (:mod:`dpmt.solvers.collectives`), or None; refuses
+    (ConfigError, before anything is released) what the summed path does not cover yet."""
+    if not ex.sharded_data:
+        return None
+    from dpmt.solvers.collectives import process_sum
+
+    method = method_of(cfg)
+    missing = [why for bad, why in (
+        (not method.sums_over_processes, f"solver {cfg.solver!r} does not sum its statistics "
+                                         "over processes"),
+        (TASKS[cfg.task].labelled, "the rating task's mean and item offsets"),
+        (cfg.spectral_start, "init='spectral'"),
+        (cfg.private and not getattr(train, "items_public", False),
+         "a private item selection (every process must index the same public catalogue: "
+         "read the shards with dpmt.data.shards.read_user_shard)"),
+        (run_dir is not None, "checkpoints (each process would hold its own U)"),
+        (ex.devices > 1, "devices > 1 (one device per process)"),
+        (cfg.gd.sampling_rate is not None, "Poisson sampling (sampling_rate)"),
+        (cfg.gd.uses_mlp, "encoder='mlp'"),
+    ) if bad]
+    if missing:
+        raise ConfigError("sharded_data=True does not support " + "; ".join(missing) +
+                          ": drop them, or train on one process holding every user")
+    return process_sum
+
+
+def _user_count(train, aggregate) -> float:
+    """n, the number of users (of every process with sharded data): a non-private run's
+    normaliser."""
+    n = np.array([train.n_users], np.int64)
+    return float((n if aggregate is None else aggregate(n))[0])
 
 
 def charge(ledger: PrivacyLedger | None, release) -> float:

@@ -16,10 +16,13 @@ from dpmt.registry import WEIGHTINGS
 
 
 def compute_weights(cfg: TrainConfig, train, noisy_counts: np.ndarray | None,
-                    noisy_n_users: float | None, seed: int) -> np.ndarray:
+                    noisy_n_users: float | None, seed, keyed: bool = False) -> np.ndarray:
     """Per-rating weights w_ij (nnz,), float64, in ``train``'s order: those of
     ``cfg.weights``'s entry (``auto`` first resolved by
-    :func:`dpmt.train.defaults.weights_for`). A non-private run uses all-ones weights."""
+    :func:`dpmt.train.defaults.weights_for`). A non-private run uses all-ones weights.
+    ``keyed`` (sharded data): a weighting's random choices read per-rating keys hashed from
+    ``seed`` and the raw ids (:func:`dpmt.data.splits.keyed_uniforms`), the same on any
+    split of the users over processes."""
     if not cfg.private:
         return np.ones(train.nnz)
     if WEIGHTINGS[cfg.weights].by_rule:
@@ -29,4 +32,8 @@ def compute_weights(cfg: TrainConfig, train, noisy_counts: np.ndarray | None,
     scheme = WEIGHTINGS[cfg.weights]
     if scheme.reads_counts and noisy_counts is None:
         raise ValueError(f"weights={cfg.weights!r} read the released counts; none were given")
+    if keyed:
+        from dpmt.data.splits import keyed_uniforms
+
+        seed = keyed_uniforms(train, seed, "weights")
     return scheme.weights(cfg, train.user, train.item, noisy_counts, noisy_n_users, seed)

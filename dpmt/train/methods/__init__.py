@@ -35,6 +35,9 @@ class ItemMethod:
 
     name: str = ""
     help: str = ""
+    #: its item step sums every process's statistics (``steps.aggregate``) before the noise,
+    #: so it can train on sharded data (``ExecutionConfig(sharded_data=True)``)
+    sums_over_processes: bool = False
 
     # -- privacy ----------------------------------------------------------------------------
     def releases(self, cfg: TrainConfig) -> list[PlannedRelease]:
@@ -99,7 +102,7 @@ def method_of(cfg: TrainConfig) -> ItemMethod:
 
 
 def make_steps(cfg: TrainConfig, train, weights, *, labels=None, item_features=None,
-               devices: int = 1) -> Steps:
+               devices: int = 1, aggregate=None) -> Steps:
     """The layouts of ``train`` and the steps of ``cfg``: the user step of
     :mod:`dpmt.solvers.steps` and the item step of ``cfg``'s method.
 
@@ -108,11 +111,13 @@ def make_steps(cfg: TrainConfig, train, weights, *, labels=None, item_features=N
       labels: float (nnz,) y_ij or None (implicit feedback, y = 1).
       item_features: (m, f) public item features (noisy GD with ``encoder='mlp'``).
       devices: 1, or the size of the mesh to shard over (the devices must exist).
+      aggregate: sharded data: the sum over processes (:mod:`dpmt.solvers.collectives`).
     """
     method = method_of(cfg)
     segment, shard_items = method.layout(cfg, devices)
     steps = build_steps(cfg, train, weights, labels=labels, devices=devices,
-                        segment_items=segment, shard_items=shard_items)
+                        segment_items=segment, shard_items=shard_items,
+                        aggregate=aggregate)
     steps.item_step = method.item_step(steps, train, item_features)
     return steps
 

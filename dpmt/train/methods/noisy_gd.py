@@ -42,6 +42,7 @@ def n_params(cfg: TrainConfig, n_items: int, n_features: int | None) -> int:
 
 class NoisyGDMethod(ItemMethod):
     name = "gd"
+    sums_over_processes = True
     help = "noisy gradient descent with per-user clipping (Algorithm 2)"
 
     def releases(self, cfg: TrainConfig) -> list[PlannedRelease]:

@@ -27,6 +27,7 @@ PRIOR_MAX = 100.0
 
 class SSPMethod(ItemMethod):
     name = "ssp"
+    sums_over_processes = True
     help = "sufficient-statistics perturbation (Algorithm 1)"
 
     def releases(self, cfg: TrainConfig) -> list[PlannedRelease]:
