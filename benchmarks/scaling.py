@@ -30,6 +30,19 @@ Communication per iteration, bytes received per device (ring collectives)::
 
 The released Gramian, the noise and the solves need no communication (noise of item i is
 drawn from ``fold_in(key, i)`` on whichever device holds item i).
+
+Sharded data (``ExecutionConfig(sharded_data=True)``, one device per process; each process
+holds only its users, :func:`sharded_process_bytes`), per process::
+
+    ratings + weights   (12 + 8 + 4) · nnz / P      its users' ratings, float64 and float32 w
+    layouts             2 · 9 · π · nnz / P
+    users               (2 · 4 · d + 4) · n / P     its U rows (+ the new copy), index
+    items               2 · 4 · d · m + 4 · m       V replicated (+ the new copy), index
+    exchange            P · S                       the all-gathered partial sums of one
+                                                    release: S = 4·m·(d² + d) for SSP's
+                                                    statistics, 4·m·d per noisy-GD step
+
+and every release receives (P − 1) · S bytes per process (the all-gather).
 """
 
 from __future__ import annotations
@@ -92,6 +105,45 @@ def process_bytes(p: Problem, fixed_bytes: float = DEFAULT_FIXED_BYTES) -> dict:
            "devices": k * (per["total"] - per["fixed"]), "fixed": float(fixed_bytes)}
     out["total"] = sum(out.values())
     return out
+
+
+def sharded_process_bytes(p: Problem, solver: str = "gd",
+                          fixed_bytes: float = DEFAULT_FIXED_BYTES) -> dict:
+    """Resident memory of one process with sharded data (see the module docstring)."""
+    n, m, nnz, d, P = p.n_users, p.n_items, p.interactions, p.dim, p.processes
+    s = 4.0 * m * (d * d + d) if solver == "ssp" else 4.0 * m * d
+    out = {"ratings_weights": 24.0 * nnz / P,
+           "layouts": 2 * SLOT_BYTES * p.padding * nnz / P,
+           "users": (2 * 4.0 * d + 4.0) * n / P,
+           "items": 2 * 4.0 * d * m + 4.0 * m,
+           "exchange": P * s,
+           "fixed": float(fixed_bytes)}
+    out["total"] = sum(out.values())
+    return out
+
+
+def check_sharded_runs(results: list[dict], solver: str = "gd") -> str:
+    """Measured per-process figures of ``scripts/multihost.py launch --shard-data --json``
+    runs (one per P) against :func:`sharded_process_bytes`: the data-dependent terms (all
+    but F) against each process's peak RSS above its RSS once JAX had started."""
+    lines = ["| P | process | ratings read | U rows held | peak RSS MiB | above start MiB "
+             "| model, data terms MiB | model / measured | iteration s |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for res in sorted(results, key=lambda r: r["num_processes"]):
+        for w in res["workers"]:
+            total_users = w["users_held"] / w["users_fraction"]
+            nnz = w["ratings_read"] / w["ratings_fraction"]
+            prob = Problem(int(round(total_users)), int(res["items"]), int(round(nnz)),
+                           int(res["dim"]), res["num_processes"], res["num_processes"])
+            model = sharded_process_bytes(prob, solver)
+            data = (model["total"] - model["fixed"]) / 2**20
+            lines.append(
+                f"| {res['num_processes']} | {w['process']} | {w['ratings_fraction']:.3f} | "
+                f"{w['users_fraction']:.3f} | {w['peak_rss_mib']:.0f} | "
+                f"{w['rss_above_start_mib']:.0f} | {data:.0f} | "
+                f"{data / max(1e-9, w['rss_above_start_mib']):.2f} | "
+                f"{min(w['seconds']):.2f} |")
+    return "\n".join(lines)
 
 
 def communication_bytes(p: Problem) -> dict:
@@ -187,7 +239,19 @@ def main(argv=None) -> int:
                     help="devices per process (host); default: all devices in one process")
     ap.add_argument("--padding", type=float, default=1.27)
     ap.add_argument("--gd-steps", type=int, default=0)
+    ap.add_argument("--check-sharded", metavar="JSON", nargs="+", default=None,
+                    help="instead: compare sharded-data runs (scripts/multihost.py launch "
+                         "--shard-data --json FILE) with the model")
+    ap.add_argument("--solver", choices=["gd", "ssp"], default="gd",
+                    help="the solver of the --check-sharded runs")
     args = ap.parse_args(argv)
+    if args.check_sharded:
+        import json
+        from pathlib import Path
+
+        print(check_sharded_runs([json.loads(Path(f).read_text()) for f in args.check_sharded],
+                                 args.solver))
+        return 0
     if args.check:
         import json
         from pathlib import Path

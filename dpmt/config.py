@@ -378,6 +378,12 @@ class TrainConfig:
         return (1.0 + self.gamma) / 4.0 if self.mu is None else float(self.mu)
 
     @property
+    def warm_starts_users(self) -> bool:
+        """The user step continues from the previous U (``user_solve="cg"``), so a
+        checkpoint keeps U for a bit-identical resume."""
+        return self.user_solve == "cg"
+
+    @property
     def effective_count_cap(self) -> int:
         return int(self.count_cap) if self.count_cap is not None else max(1, int(self.budget))
 

@@ -100,6 +100,16 @@ def _data(args):
 
 
 def _peak_rss_mib() -> float:
+    """This process's peak resident set (VmHWM), MiB. Not getrusage's ru_maxrss: a child
+    started by vfork + exec (Python's subprocess) inherits its parent's high-water mark
+    there, which would make every worker look as large as the launcher."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0     # kB
+    except OSError:
+        pass
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0   # Linux: KiB
@@ -213,6 +223,7 @@ def cmd_launch(args) -> int:
         V1, _, res["single_process"] = train(ref_args, None)
         res["max_abs_diff_vs_single_process"] = float(max(np.abs(V - V1).max() for V in Vs))
     res["shard_data"] = bool(args.shard_data)
+    res.update({k: getattr(args, k) for k in keys})
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)

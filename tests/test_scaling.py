@@ -77,3 +77,23 @@ def test_check_against_benchmarks_predicts_from_the_smallest_run():
     assert "(fit here)" in rows[0] and rows[0].endswith("| – |")
     # the big run measured at half the prediction: both ratios read 2.00
     assert rows[1].count("| 2.00 |") == 2, rows[1]
+
+
+def test_sharded_data_model_divides_the_per_user_terms_by_p_and_reads_the_runs():
+    """With sharded data every per-interaction and per-user term falls as 1/P, V and the
+    exchanged partial sums do not; --check-sharded compares exactly that with a run's JSON."""
+    one, four = (scaling.Problem(100_000, 2_000, 2_000_000, 32, P, P) for P in (1, 4))
+    a, b = scaling.sharded_process_bytes(one), scaling.sharded_process_bytes(four)
+    for term in ("ratings_weights", "layouts", "users"):
+        assert b[term] == pytest.approx(a[term] / 4)
+    assert b["items"] == a["items"] and b["exchange"] == 4 * a["exchange"]
+    worker = {"process": 0, "users_held": 25_000, "users_fraction": 0.25,
+              "ratings_read": 500_000, "ratings_fraction": 0.25, "peak_rss_mib": 900.0,
+              "rss_above_start_mib": 100.0, "seconds": [2.0, 1.5]}
+    table = scaling.check_sharded_runs([{"num_processes": 4, "items": 2_000, "dim": 32,
+                                         "workers": [worker]}])
+    row = table.splitlines()[-1].split("|")
+    data = (b["total"] - b["fixed"]) / 2**20
+    assert float(row[7]) == pytest.approx(data, abs=0.5)
+    assert float(row[8]) == pytest.approx(data / 100.0, abs=0.01)
+    assert float(row[9]) == 1.5

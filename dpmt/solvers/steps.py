@@ -105,7 +105,7 @@ class Steps:
         cfg = self.cfg
         kw = dict(reg=cfg.reg, alpha0=cfg.gravity, clip_norm=cfg.user_clip,
                   cg_steps=cfg.cg_steps,
-                  U0=U_prev if cfg.user_solve == "cg" else None)
+                  U0=U_prev if cfg.warm_starts_users else None)
         if self.mesh is None:
             from dpmt.solvers.user_step import solve_users
 

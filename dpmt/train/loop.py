@@ -202,7 +202,7 @@ class Checkpointing:
         run.checkpoint.save(run.state, run.ledger, run.released_counts, run.noisy_n,
                             run.history, noise=run.noise, label_offset=run.offset,
                             item_offsets=run.item_offsets, selected_items=run.selected,
-                            users=run.U if run.model_cfg.user_solve == "cg" else None,
+                            users=run.U if run.model_cfg.warm_starts_users else None,
                             **run.fingerprints)
 
 
