@@ -38,6 +38,7 @@ holds only its users, :func:`sharded_process_bytes`), per process::
     layouts             2 · 9 · π · nnz / P
     users               (2 · 4 · d + 4) · n / P     its U rows (+ the new copy), index
     items               2 · 4 · d · m + 4 · m       V replicated (+ the new copy), index
+    gd slots            2 · 8 · π · nnz / P         noisy GD: w_ij, y_ij per padded slot
     exchange            P · S                       the all-gathered partial sums of one
                                                     release: S = 4·m·(d² + d) for SSP's
                                                     statistics, 4·m·d per noisy-GD step
@@ -117,6 +118,9 @@ def sharded_process_bytes(p: Problem, solver: str = "gd",
            "users": (2 * 4.0 * d + 4.0) * n / P,
            "items": 2 * 4.0 * d * m + 4.0 * m,
            "exchange": P * s,
+           # noisy GD's per-call slot data (dpmt.solvers.gd_blocks.prepare_steps): w_ij and
+           # y_ij gathered per padded slot of the task and user layouts
+           "gd_slots": (2 * 8.0 * p.padding * nnz / P) if solver == "gd" else 0.0,
            "fixed": float(fixed_bytes)}
     out["total"] = sum(out.values())
     return out

@@ -84,7 +84,7 @@ def test_sharded_data_model_divides_the_per_user_terms_by_p_and_reads_the_runs()
     exchanged partial sums do not; --check-sharded compares exactly that with a run's JSON."""
     one, four = (scaling.Problem(100_000, 2_000, 2_000_000, 32, P, P) for P in (1, 4))
     a, b = scaling.sharded_process_bytes(one), scaling.sharded_process_bytes(four)
-    for term in ("ratings_weights", "layouts", "users"):
+    for term in ("ratings_weights", "layouts", "users", "gd_slots"):
         assert b[term] == pytest.approx(a[term] / 4)
     assert b["items"] == a["items"] and b["exchange"] == 4 * a["exchange"]
     worker = {"process": 0, "users_held": 25_000, "users_fraction": 0.25,
