@@ -41,7 +41,10 @@ exponents: :mod:`benchmarks.bench_report`.
 ``--against implicit`` (optional, only if the ``implicit`` package is installed) also times
 one iteration of implicit's ALS (conjugate gradient and exact Cholesky solves) on the same
 user × item CSR matrix, interleaved with dpmt's *non-private* iteration in the same process
-(:func:`against_implicit`).
+(:func:`against_implicit`), and dpmt's *private* iterations — the SSP config above and the
+**default path**, the config ``dpmt train`` runs at the same ε and d — each a run of fit's
+own ``setup`` timed by ``iterate``, with every row's ratio to implicit's CG and exact
+iterations.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ from typing import Any
 
 from benchmarks.bench_flops import (cholesky_flops, eigh_flops, gd_step_flops, item_step_flops,
                                    user_step_flops)
-from benchmarks.bench_implicit import against_implicit, implicit_available
+from benchmarks.bench_implicit import against_implicit, implicit_available, private_runs
 from benchmarks.bench_report import (ML20M_INTERACTIONS, SCHEMA_VERSION, MatmulPeak,
                                      _status_bytes, live_device_bytes, load_results,
                                      machine_info, peak_rss_bytes, plot_scaling, reset_peak_rss,
@@ -74,6 +77,15 @@ def make_dataset(interactions: int | None, dataset: str = "synthetic-ml-20m",
     (every rating is an interaction)."""
     from dpmt.data import load, make_synthetic_like
 
+    if dataset == "synthetic" or dataset.startswith("synthetic:"):
+        # a dpmt.data synthetic spec (synthetic:users=50000,items=5000,interactions=...):
+        # the spec says its size; --interactions, if given, replaces its interactions
+        spec = dataset
+        if interactions:
+            parts = [p for p in spec.partition(":")[2].split(",")
+                     if p and not p.startswith("interactions=")]
+            spec = "synthetic:" + ",".join(parts + [f"interactions={interactions}"])
+        return load(spec, data_dir=data_dir, progress=False)
     if dataset.startswith("synthetic"):
         base = dataset.split("-", 1)[1] if "-" in dataset else "ml-20m"
         from dpmt.data.synthetic import DATASET_SIZES
@@ -168,7 +180,9 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
     Algorithm 1, when timing "shift"; ``"shift"`` otherwise) on the same inputs right after
     it (``item_step_compare``). ``user_solve``: the user step's solve (default TrainConfig's,
     exact; "cg" warm-starts from the previous iteration's U, as ``fit`` does).
-    ``against="implicit"``: also run :func:`against_implicit` (``against_repeats`` rounds).
+    ``against="implicit"``: also run :func:`against_implicit` (``against_repeats`` rounds)
+    with the private runs of :func:`~benchmarks.bench_implicit.private_runs` (this SSP
+    config and the default path, each set up afresh).
 
     The counts, weights, layouts and steps are :func:`dpmt.train.training_run.setup`'s, as
     in :func:`dpmt.train.loop.fit` (``devices > 1``: the user, item and noisy-GD steps
@@ -299,6 +313,7 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
     out: dict[str, Any] = {
         "schema": SCHEMA_VERSION,
         "dataset": dataset if not dataset.startswith("synthetic") else
+        f"{train.name} (dpmt.data.load)" if dataset.startswith("synthetic:") else
         f"{dataset} (make_synthetic_like, seed {seed})",
         "n_users": int(train.n_users), "n_items": int(train.n_items),
         "interactions": int(train.nnz), "dim": int(dim), "devices": int(devices),
@@ -385,11 +400,15 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
         out["item_step_breakdown"] = item_step_breakdown(steps.items, U, steps.weights, dim,
                                                          cfg, it0.item[0].noise_std, P)
     if against == "implicit":
-        rel = plan.iterations[0]
-        private = (SSP.noise(rel.item),
-                   _std(rel.gramian), k_iter)
+        # the private rows are runs of their own, made by fit's setup and timed by iterate:
+        # the benchmark's SSP config, and the default path (what `dpmt train` runs at this
+        # ε and d), each with enough iterations for its warm-up and the rounds
+        private = private_runs(train, cfg, repeats=against_repeats, noise_seed=seed,
+                               execution=ExecutionConfig(devices=devices, progress=False,
+                                                         lapack_threads=0))
         out["against_implicit"] = against_implicit(train, w, steps, V, repeats=against_repeats,
-                                                   private=private, log=log)
+                                                   private_runs=private, log=log)
+        del private
     out["machine"] = machine_info()
     return out
 
@@ -476,7 +495,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         f"{ML20M_INTERACTIONS:,})")
     p.add_argument("--dim", type=int, default=64, help="embedding dimension d (default 64)")
     p.add_argument("--dataset", default="synthetic-ml-20m",
-                   help="synthetic-ml-20m (default), or a MovieLens name/file, e.g. ml-100k")
+                   help="synthetic-ml-20m (default), a dpmt.data synthetic spec (e.g. "
+                        "synthetic:users=50000,items=5000,interactions=2400000; "
+                        "--interactions replaces its interactions), or a MovieLens "
+                        "name/file, e.g. ml-100k")
     p.add_argument("--data-dir", default="data")
     p.add_argument("--iterations", type=int, default=2,
                    help="timed iterations after the warm-up one (default 2)")
@@ -498,7 +520,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(project when timing shift, shift otherwise)")
     p.add_argument("--against", choices=("implicit",), default=None,
                    help="also time one ALS iteration of the optional `implicit` package (CG "
-                        "and exact) interleaved with dpmt's non-private iteration")
+                        "and exact) interleaved with dpmt's non-private iteration, its "
+                        "private SSP iteration and its default private path (what `dpmt "
+                        "train` runs at this ε and d), with the ratios to implicit's")
     p.add_argument("--against-repeats", type=int, default=3,
                    help="rounds of the --against comparison (best reported; default 3)")
     p.add_argument("--seed", type=int, default=0)

@@ -6,11 +6,10 @@ import os
 import subprocess
 import sys
 
-import jax
 import numpy as np
 import pytest
 
-from benchmarks import bench, bench_flops, bench_implicit, bench_report
+from benchmarks import bench, bench_flops, bench_report
 from dpmt.data import make_synthetic
 from dpmt.solvers.layout import task_layout, user_layout
 
@@ -266,40 +265,3 @@ def test_against_implicit_needs_the_package(monkeypatch, tmp_path):
     args = p.parse_args(["--interactions", "2000", "--against", "implicit", "--quiet"])
     with pytest.raises(ConfigError, match="implicit"):
         bench.run(args)
-
-
-def test_against_implicit_times_both_and_reports_ratios():
-    """The optional side-by-side with implicit's ALS (skipped where implicit is missing)."""
-    pytest.importorskip("implicit")
-    from dpmt.config import TrainConfig
-    from dpmt.train.methods import make_steps
-
-    r = make_synthetic(n_users=80, n_items=30, n_interactions=900, seed=0)
-    d = 4
-    w = np.ones(r.nnz, np.float32)
-    steps = make_steps(TrainConfig(dim=d), r, w)
-    V = np.random.default_rng(0).normal(size=(r.n_items, d)).astype(np.float32) * 0.1
-    from dpmt.solvers.steps import ItemNoise
-
-    private = (ItemNoise(sigma_A=0.1, sigma_b=0.1), 0.1, jax.random.PRNGKey(0))
-    res = bench_implicit.against_implicit(r, w, steps, V, repeats=1, private=private,
-                                 log=lambda *a: None)
-    assert set(res["seconds"]) == {"dpmt_nonprivate_project", "dpmt_nonprivate_shift",
-                                   "dpmt_nonprivate_cg", "dpmt_nonprivate_cg_3",
-                                   "dpmt_nonprivate_cg_exact_users", "implicit_cg",
-                                   "implicit_exact", "dpmt_private_cg"}
-    assert res["ratio_dpmt_private_over_nonprivate"] == pytest.approx(
-        res["seconds"]["dpmt_private_cg"] / res["seconds"]["dpmt_nonprivate_cg"])
-    assert res["ratio_dpmt_cg_over_implicit_cg"] == pytest.approx(
-        res["seconds"]["dpmt_nonprivate_cg"] / res["seconds"]["implicit_cg"])
-    lines = "\n".join(bench_report.implicit_lines(
-        [{"against_implicit": res, "interactions": r.nnz, "n_users": r.n_users,
-          "n_items": r.n_items, "dim": d}]))
-    assert "implicit ALS, exact (Cholesky)" in lines and "(target ≤ 1.5)" in lines
-    assert "With conjugate gradients on both sides" in lines
-    assert "With 3 CG steps on both sides" in lines
-    assert "With dpmt's default solves (CG items, exact users)" in lines
-    assert all(v > 0 for v in res["seconds"].values())
-    assert res["ratio_dpmt_shift_over_implicit_cg"] == pytest.approx(
-        res["seconds"]["dpmt_nonprivate_shift"] / res["seconds"]["implicit_cg"])
-    json.dumps(res)
