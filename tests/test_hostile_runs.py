@@ -367,6 +367,20 @@ def test_d17_data_changed_under_a_run_is_named_as_such(tmp_path, monkeypatch):
         dpmt.run(cfg, out, execution=QUIET, resume=True)
 
 
+@pytest.mark.parametrize("n", [943, 138_514, 10**8])
+def test_the_delta_warning_suggests_a_delta_well_below_one_over_n(n):
+    """The suggested δ must itself protect: ≤ 1/(10 n̂) (a fixed "1e-5" is ≥ 1/n from 10⁵
+    users on, ML-20M's 138k among them)."""
+    import re
+
+    from dpmt.train.checks import warn_if_delta_protects_nobody
+
+    with pytest.warns(UserWarning, match="1/n̂") as rec:
+        warn_if_delta_protects_nobody(TrainConfig(delta=1e-5 if n > 10**5 else 1e-2), float(n))
+    suggested = float(re.search(r"--delta ([0-9.e+-]+)", str(rec[0].message)).group(1))
+    assert suggested <= 1.0 / (10 * n) and suggested > 1.0 / (1000 * n)
+
+
 def test_d18_delta_above_one_over_n_warns_and_one_user_is_refused(split):
     with pytest.warns(UserWarning, match="1/n̂"):
         dpmt.fit(split.train, _cfg(delta=0.1, iterations=1), execution=QUIET)

@@ -8,6 +8,8 @@ in memory: enforced here, at the one entry point every path goes through (the CL
 
 from __future__ import annotations
 
+import math
+
 import os
 
 import numpy as np
@@ -81,9 +83,13 @@ def warn_if_delta_protects_nobody(cfg: TrainConfig, noisy_n: float | None) -> No
     import warnings
 
     if noisy_n is not None and noisy_n > 0 and cfg.delta >= 1.0 / noisy_n:
+        # a power of ten at least 10× below 1/n̂ (a fixed suggestion would itself be ≥ 1/n
+        # on large data: 1e-5 is, from 100,000 users on)
+        suggest = 10.0 ** (math.floor(math.log10(1.0 / noisy_n)) - 1)
         warnings.warn(f"δ = {cfg.delta:g} is at least 1/n̂ (n̂ ≈ {noisy_n:.0f} users): an "
                       "(ε, δ) guarantee with δ ≥ 1/n allows publishing some user's data "
-                      "outright; use δ well below 1/n (e.g. 1e-5 or less)", stacklevel=3)
+                      f"outright; use δ well below 1/n (e.g. --delta {suggest:g})",
+                      stacklevel=3)
 
 
 def check_one_rating_per_pair(train) -> None:
