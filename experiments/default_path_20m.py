@@ -1,0 +1,71 @@
+#!/usr/bin/env python
+"""The default private path's iteration at ML-20M scale (issue 29's "≤ 10 s at d = 64").
+
+``dpmt train``'s config (TrainConfig defaults, auto settings resolved by fit's own
+:func:`dpmt.train.training_run.setup`) at d = 64, ε = 5, on the ML-20M-like synthetic of the
+benchmark (:func:`benchmarks.bench.make_dataset`: 20,000,263 interactions, 26,744 items);
+each iteration timed whole with :func:`dpmt.train.loop.iterate` (the first two also compile:
+the first user step is exact, the second compiles the CG one). A benchmark: the noise is
+reproducible, nothing is published.
+
+    .venv/bin/python experiments/default_path_20m.py --json experiments/default_path_20m.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--interactions", type=int, default=20_000_263)
+    ap.add_argument("--dim", type=int, default=64)
+    ap.add_argument("--epsilon", type=float, default=5.0)
+    ap.add_argument("--iterations", type=int, default=4)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    import jax
+
+    from benchmarks.bench import make_dataset
+    from benchmarks.bench_implicit import default_config
+    from dpmt.config import ExecutionConfig
+    from dpmt.privacy.randomness import NoiseSource
+    from dpmt.train.loop import iterate
+    from dpmt.train.training_run import setup
+
+    t0 = time.perf_counter()
+    train = make_dataset(args.interactions)
+    t_data = time.perf_counter() - t0
+    cfg = default_config(args.dim, args.epsilon, repeats=args.iterations - 2)
+    t0 = time.perf_counter()
+    run = setup(train, cfg, execution=ExecutionConfig(progress=False),
+                noise=NoiseSource.from_seed(0))
+    t_setup = time.perf_counter() - t0
+    secs = []
+    for t in range(run.cfg.iterations):
+        t0 = time.perf_counter()
+        iterate(run, t)
+        jax.block_until_ready(run.state.V)
+        secs.append(time.perf_counter() - t0)
+        print(f"iteration {t}: {secs[-1]:.2f} s", flush=True)
+    m = run.model_cfg
+    res = {"interactions": int(train.nnz), "users": int(train.n_users),
+           "items": int(train.n_items), "dim": args.dim, "epsilon": args.epsilon,
+           "solver": m.solver, "user_solve": m.user_solve, "weights": m.weights,
+           "gd_steps": m.gd.steps, "data_seconds": t_data, "setup_seconds": t_setup,
+           "iteration_seconds": secs, "steady_iteration_seconds": min(secs[2:] or secs),
+           "load_average": os.getloadavg()}
+    print(json.dumps(res))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.exit(main())
