@@ -30,6 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
+from dpmt.data.adapters import as_ratings
+from dpmt.data.loaders import load_file, read_item_catalogue
+from dpmt.data.ratings import Ratings
+from dpmt.data.splits import _id_hashes
 from dpmt.errors import ConfigError, DataError, check_range
 
 MANIFEST = "manifest.json"
@@ -40,8 +44,6 @@ _KEY = b"dpmt/user-shard"
 
 def user_shards(user_ids: np.ndarray, shards: int) -> np.ndarray:
     """The shard (0..K−1) of each raw user id: a keyed hash of that id alone, int64."""
-    from dpmt.data.splits import _id_hashes
-
     check_range("shards", shards, low=1, integer=True)
     return (_id_hashes(np.asarray(user_ids), _KEY) % np.uint64(shards)).astype(np.int64)
 
@@ -55,8 +57,6 @@ def write_user_shards(ratings, folder: str | os.PathLike, shards: int) -> dict:
     catalogue and the manifest (returned). ``ratings`` needs a public item catalogue
     (``items_public``): the shards' item index space. The folder must not exist or be
     empty; it is written in a temporary sibling and renamed, so a failure leaves nothing."""
-    from dpmt.data.adapters import as_ratings
-
     r = as_ratings(ratings)
     check_range("shards", shards, low=1, integer=True)
     if not getattr(r, "items_public", False):
@@ -70,25 +70,27 @@ def write_user_shards(ratings, folder: str | os.PathLike, shards: int) -> dict:
     raw_item = np.asarray(r.item_ids)[r.item]
     shard_of_user = user_shards(r.user_ids, shards)
     shard = shard_of_user[r.user]
+    # the rows of every shard at once (one stable sort, file order kept within a shard)
+    order = np.argsort(shard, kind="stable")
+    bounds = np.searchsorted(shard[order], np.arange(shards + 1))
+    header = "user,item,rating" + (",timestamp" if r.timestamp is not None else "") + "\n"
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        files, nnz, users = [], [], []
+        files = []
         for k in range(shards):
-            rows = np.flatnonzero(shard == k)
+            rows = order[bounds[k]:bounds[k + 1]]
+            parts = [raw_user[rows], raw_item[rows], np.asarray(r.value)[rows]]
+            if r.timestamp is not None:
+                parts.append(np.asarray(r.timestamp)[rows])
             name = _part(k, shards)
             with open(tmp / name, "w", newline="") as f:
-                cols = ["user", "item", "rating"] + (["timestamp"] if r.timestamp is not None
-                                                     else [])
-                f.write(",".join(cols) + "\n")
-                parts = [raw_user[rows], raw_item[rows], np.asarray(r.value)[rows]]
-                if r.timestamp is not None:
-                    parts.append(np.asarray(r.timestamp)[rows])
-                for row in zip(*(p.tolist() for p in parts)):
-                    f.write(",".join(map(str, row)) + "\n")
+                f.write(header)
+                f.writelines(",".join(map(str, row)) + "\n"
+                             for row in zip(*(p.tolist() for p in parts)))
             files.append(name)
-            nnz.append(int(rows.size))
-            users.append(int(np.sum(shard_of_user == k)))
+        nnz = np.diff(bounds).tolist()
+        users = np.bincount(shard_of_user, minlength=shards).tolist()
         with open(tmp / CATALOGUE, "w") as f:
             f.write("item\n" + "\n".join(map(str, np.asarray(r.item_ids).tolist())) + "\n")
         manifest = {"format": FORMAT, "version": 1, "name": str(r.name), "shards": int(shards),
@@ -138,9 +140,6 @@ def read_user_shard(folder: str | os.PathLike, process: int, processes: int,
 
     Returns ``(ratings, info)`` with ``info``: the shards read, and ``fraction`` = the share
     of all the folder's ratings this process read (from the manifest)."""
-    from dpmt.data.loaders import load_file, read_item_catalogue
-    from dpmt.data.ratings import Ratings
-
     folder = Path(folder)
     m = read_manifest(folder)
     mine = shards_of_process(int(m["shards"]), process, processes)

@@ -21,7 +21,9 @@ the trainer's own processes: nothing leaves the trainer before the noise.
 
 from __future__ import annotations
 
+import jax
 import numpy as np
+from jax.experimental import multihost_utils
 
 from dpmt.errors import DataError
 
@@ -30,8 +32,6 @@ _INT32_MAX = np.iinfo(np.int32).max
 
 def process_count() -> int:
     """The number of processes of this run (1 without ``jax.distributed``)."""
-    import jax
-
     return jax.process_count()
 
 
@@ -45,8 +45,6 @@ def process_sum(x):
     """
     if process_count() == 1:
         return x
-    from jax.experimental import multihost_utils
-
     a = np.asarray(x)
     if np.issubdtype(a.dtype, np.integer):
         if a.size and (int(a.max()) > _INT32_MAX or int(a.min()) < -_INT32_MAX):
