@@ -443,6 +443,35 @@ _SYN_ALIASES = {"users": "n_users", "items": "n_items", "interactions": "n_inter
                 "sigma": "user_activity_sigma"}
 
 
+def spec_pairs(rest: str, label: str, params, aliases: dict, extra=()):
+    """``(key, text value)`` of each ``key=value`` of a generator spec's ``rest`` (after the
+    ``name:``), aliases resolved; refuses a malformed part and a key that is neither a
+    parameter of ``params`` nor in ``extra`` (the message lists the known keys). ``label``
+    starts every message (e.g. ``"synthetic spec 'synthetic:...'"``)."""
+    for part in filter(None, (p.strip() for p in rest.split(","))):
+        key, eq, val = (x.strip() for x in part.partition("="))
+        key = aliases.get(key, key)
+        if not eq or not val:
+            raise ConfigError(f"{label}: expected key=value, got {part!r}")
+        if key not in extra and key not in params:
+            known = [*aliases, *extra] + [k for k in params if k not in aliases.values()]
+            raise ConfigError(f"{label}: unknown key {key!r}; known keys: {', '.join(known)}")
+        yield key, val
+
+
+def spec_number(label: str, key: str, val: str, integer: bool):
+    """The number a spec's ``key=val`` gives (an int if ``integer``), or a ConfigError."""
+    try:
+        num = float(val)
+    except ValueError:
+        raise ConfigError(f"{label}: {key}={val!r} is not a number") from None
+    if integer:
+        if not num.is_integer():
+            raise ConfigError(f"{label}: {key} must be an integer (got {val})")
+        return int(num)
+    return num
+
+
 def parse_synthetic_spec(spec: str) -> dict:
     """``"synthetic:users=500,items=100,alpha=1.2"`` -> keyword arguments of make_synthetic.
 
@@ -454,33 +483,13 @@ def parse_synthetic_spec(spec: str) -> dict:
     if head.strip() != "synthetic":
         raise DataError(f"not a synthetic spec: {spec!r}")
     params = _synthetic_params()
+    label = f"synthetic spec {spec!r}"
     kwargs: dict = {}
-    for part in filter(None, (p.strip() for p in rest.split(","))):
-        key, eq, val = part.partition("=")
-        key, val = key.strip(), val.strip()
-        key = _SYN_ALIASES.get(key, key)
-        if not eq or not val:
-            raise ConfigError(f"synthetic spec {spec!r}: expected key=value, got {part!r}")
+    for key, val in spec_pairs(rest, label, params, _SYN_ALIASES, extra=("like", "scale")):
         if key == "like":
             kwargs[key] = val
             continue
-        if key == "scale":
-            default = 1.0
-        elif key in params:
-            default = params[key].default
-        else:
-            known = ["users", "items", "interactions", "sigma", "like", "scale"] + [
-                k for k in params if k not in _SYN_ALIASES.values()]
-            raise ConfigError(f"synthetic spec {spec!r}: unknown key {key!r}; known keys: "
-                              f"{', '.join(known)}")
-        try:
-            num = float(val)
-        except ValueError:
-            raise ConfigError(f"synthetic spec {spec!r}: {key}={val!r} is not a number") from None
-        if isinstance(default, int) and not isinstance(default, bool):
-            if not num.is_integer():
-                raise ConfigError(f"synthetic spec {spec!r}: {key} must be an integer "
-                                  f"(got {val})")
-            num = int(num)
-        kwargs[key] = num
+        default = 1.0 if key == "scale" else params[key].default
+        kwargs[key] = spec_number(label, key, val, isinstance(default, int)
+                                  and not isinstance(default, bool))
     return kwargs

@@ -43,6 +43,7 @@ import inspect
 import numpy as np
 
 from dpmt.data.ratings import Ratings
+from dpmt.data.synthetic import spec_number, spec_pairs
 from dpmt.errors import ConfigError, DataError, check_range
 
 __all__ = ["ExplicitTruth", "make_explicit_synthetic", "explicit_synthetic_truth",
@@ -240,6 +241,8 @@ def explicit_synthetic_truth(**kwargs) -> ExplicitTruth:
 # ----------------------------------------------------------------------------------------
 _ALIASES = {"users": "n_users", "items": "n_items", "ratings": "n_ratings",
             "sigma": "user_activity_sigma"}
+_INTEGER_KEYS = ("n_users", "n_items", "n_ratings", "rank", "seed", "min_per_user",
+                 "max_per_user")
 
 
 def is_explicit_spec(spec) -> bool:
@@ -256,26 +259,10 @@ def parse_explicit_spec(spec: str) -> dict:
         raise DataError(f"not an {EXPLICIT_PREFIX} spec: {spec!r}")
     params = {k: p for k, p in inspect.signature(make_explicit_synthetic).parameters.items()
               if k not in ("return_truth", "name")}
+    label = f"dataset {spec!r}"
     kwargs: dict = {}
-    for part in filter(None, (p.strip() for p in rest.split(","))):
-        key, eq, val = (x.strip() for x in part.partition("="))
-        key = _ALIASES.get(key, key)
-        if not eq or not val:
-            raise ConfigError(f"dataset {spec!r}: expected key=value, got {part!r}")
-        if key != "scale" and key not in params:
-            known = ["users", "items", "ratings", "sigma", "scale"] + [
-                k for k in params if k not in _ALIASES.values()]
-            raise ConfigError(f"dataset {spec!r}: unknown key {key!r}; known keys: "
-                              f"{', '.join(known)}")
-        try:
-            num = float(val)
-        except ValueError:
-            raise ConfigError(f"dataset {spec!r}: {key}={val!r} is not a number") from None
-        integer = key in ("n_users", "n_items", "n_ratings", "rank", "seed", "min_per_user",
-                          "max_per_user")
-        if integer and not num.is_integer():
-            raise ConfigError(f"dataset {spec!r}: {key} must be an integer (got {val})")
-        kwargs[key] = int(num) if integer else num
+    for key, val in spec_pairs(rest, label, params, _ALIASES, extra=("scale",)):
+        kwargs[key] = spec_number(label, key, val, key in _INTEGER_KEYS)
     if "scale" in kwargs:
         scale = kwargs.pop("scale")
         check_range("scale", scale, low=0, low_open=True)
