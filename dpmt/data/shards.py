@@ -17,7 +17,8 @@ about 1/P of the ratings, and with K ≥ 8·P within a few per cent of it.
 
 :func:`write_user_shards` makes such a folder from a :class:`~dpmt.data.Ratings` (or any
 file :func:`~dpmt.data.loaders.load_file` reads, through the CLI-free Python API);
-:func:`read_user_shard` is what each process calls.
+:func:`read_user_shard` is what each process calls. A shard folder is the training data
+itself (raw ids, ratings): it stays with the trainer and is never published with a model.
 """
 
 from __future__ import annotations
