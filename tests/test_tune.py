@@ -8,6 +8,7 @@ One tiny synthetic dataset; the candidates share d so the kernels compile once."
 
 import importlib
 import json
+import re
 import math
 
 import dp_accounting
@@ -174,7 +175,10 @@ def test_private_outputs_publish_no_seed_no_k_no_repetitions(private_run):
         assert set(map(str, _values_of(doc, "seed"))) <= {"1"}, f
         assert set(_values_of(doc, "noise_seed")) <= {None}, f
         for x in scores:
-            assert repr(float(x)) not in text and f"{x:.6g}" not in text, (f, x)
+            # as a number token: "22" must not match inside "2022" (a cited year)
+            for form in (repr(float(x)), f"{x:.6g}"):
+                assert not re.search(rf"(?<![\d.]){re.escape(form)}(?![\d])", text), \
+                    (f, x, form)
         assert f'"users": {test_users}' not in text
     assert (out / "model" / "item_embeddings.npz").is_file()
     doc = json.loads((out / "tune.json").read_text())
