@@ -50,6 +50,7 @@ import numpy as np
 from dpmt.data.loaders import check_columns, check_on_duplicate, check_rating_range, load_file
 from dpmt.data.ratings import Ratings
 from dpmt.data.synthetic import parse_synthetic_spec
+from dpmt.data.synthetic_logistic import is_logistic_spec, load_logistic_spec
 from dpmt.data.synthetic_ratings import is_explicit_spec, load_explicit_spec
 from dpmt._io import atomic_write_bytes
 from dpmt.errors import ConfigError, DataError
@@ -492,6 +493,8 @@ def load(spec: str | Path, data_dir: str | Path = "data", fetch_if_missing: bool
         * ``synthetic`` or ``synthetic:users=50000,items=5000,interactions=2000000,
           alpha=1.0,seed=0`` (see :func:`parse_synthetic_spec`); ``explicit-synthetic[:...]``
           for ML-10M-like ratings (:mod:`dpmt.data.synthetic_ratings`);
+          ``logistic-synthetic[:...]`` for implicit feedback from a logistic link
+          (:mod:`dpmt.data.synthetic_logistic`);
         * ``tfds:movielens/100k-ratings`` (split ``train``): a prepared ArrayRecord copy
           needs only tensorflow-datasets; TFRecord data, or preparing it, TensorFlow too
           (``dpmt[tfds]``). See :func:`~dpmt.data.loaders.from_tfds`.
@@ -535,6 +538,8 @@ def load(spec: str | Path, data_dir: str | Path = "data", fetch_if_missing: bool
     columns = check_columns(columns)
     if is_explicit_spec(s):                  # explicit ratings (dpmt.data.synthetic_ratings)
         return load_explicit_spec(s, name=name, items=items, columns=columns)
+    if is_logistic_spec(s):                  # the logistic-link generator
+        return load_logistic_spec(s, name=name, items=items, columns=columns)
     builtin = s in REGISTRY or s.startswith("tfds:") or s == "synthetic" or \
         s.startswith("synthetic:")
     if columns and builtin:

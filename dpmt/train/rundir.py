@@ -76,9 +76,10 @@ def prepare_data(cfg: TrainConfig, execution: ExecutionConfig | None = None):
         kw["items"] = cfg.items
     r = load(cfg.dataset, data_dir=ex.data_dir, progress=ex.progress, **kw)
     if TASKS[cfg.task].labelled:
-        if cfg.dataset.startswith("synthetic"):
-            raise DataError("synthetic datasets are implicit feedback (every value 1): the "
-                            "rating task needs real ratings (e.g. ml-100k)")
+        if r.implicit:      # decided by the source (synthetic, no rating column), not the name
+            raise DataError(f"{cfg.dataset} is implicit feedback (every value 1): the rating "
+                            "task needs ratings (e.g. ml-100k, explicit-synthetic, or a file "
+                            "with a rating column)")
         return SPLITTERS[cfg.split](cfg, r)
     # synthetic data and files without a rating column are events: every entry a positive;
     # binarize refuses (with the threshold named) a file with no rating above it
