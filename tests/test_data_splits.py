@@ -8,7 +8,7 @@ import pytest
 from dpmt.data import (
     Ratings,
     binarize,
-    cap_per_user,
+    cap_ratings_per_user,
     filter_min_counts,
     heldout_users_split,
     make_synthetic,
@@ -16,6 +16,7 @@ from dpmt.data import (
     random_split,
 )
 from dpmt.errors import ConfigError, DataError
+from dpmt.privacy import cap_per_user as privacy_cap_per_user
 
 
 def pairs(r: Ratings) -> set:
@@ -75,24 +76,37 @@ def test_filter_min_counts_empty_names_filter(r):
         filter_min_counts(r, min_user=1000)
 
 
-def test_cap_per_user(r):
-    c = cap_per_user(r, 10, seed=1)
+def test_cap_ratings_per_user(r):
+    c = cap_ratings_per_user(r, 10, seed=1)
     uc = r.user_counts()
     np.testing.assert_array_equal(c.user_counts(), np.minimum(uc, 10))
     assert pairs(c) <= pairs(r)
     assert np.all(np.diff(np.flatnonzero(np.isin(r.timestamp, c.timestamp))) > 0)
-    np.testing.assert_array_equal(c.timestamp, cap_per_user(r, 10, seed=1).timestamp)
-    assert not np.array_equal(c.timestamp, cap_per_user(r, 10, seed=2).timestamp)
+    np.testing.assert_array_equal(c.timestamp, cap_ratings_per_user(r, 10, seed=1).timestamp)
+    assert not np.array_equal(c.timestamp, cap_ratings_per_user(r, 10, seed=2).timestamp)
 
 
-def test_cap_per_user_is_uniform():
+def test_cap_ratings_per_user_is_uniform():
     # one user with 6 ratings, cap 2: each rating kept with probability 1/3
     r = Ratings.from_raw(np.zeros(6), np.arange(6), np.ones(6))
     hits = np.zeros(6)
     for s in range(600):
-        hits[cap_per_user(r, 2, seed=s).item] += 1
+        hits[cap_ratings_per_user(r, 2, seed=s).item] += 1
     assert hits.sum() == 1200
     assert np.all(np.abs(hits / 600 - 1 / 3) < 0.08)
+
+
+@pytest.mark.parametrize("cap", [1, 3, 10])
+@pytest.mark.parametrize("seed", [0, 1, 12345])
+def test_cap_ratings_per_user_keeps_what_the_privacy_mechanism_keeps(r, cap, seed):
+    """One capping: the Ratings-level preprocessing draws exactly the numbers of the
+    mechanism the privacy argument rests on, dpmt.privacy.cap_per_user, given
+    default_rng(seed)."""
+    keep = privacy_cap_per_user(r.user, cap, np.random.default_rng(seed))
+    c = cap_ratings_per_user(r, cap, seed=seed)
+    np.testing.assert_array_equal(c.user, r.user[keep])
+    np.testing.assert_array_equal(c.item, r.item[keep])
+    np.testing.assert_array_equal(c.timestamp, r.timestamp[keep])
 
 
 # ---------------------------------------------------------------------------------------

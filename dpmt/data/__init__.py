@@ -30,7 +30,7 @@ from dpmt.data.splits import (
     EvalSet,
     Split,
     binarize,
-    cap_per_user,
+    cap_ratings_per_user,
     filter_min_counts,
     heldout_users_split,
     per_user_split,
@@ -55,8 +55,8 @@ __all__ = [
     "REGISTRY", "DatasetInfo", "dataset_path", "dataset_items", "fetch", "load",
     "parse_synthetic_spec", "item_features_for",
     # preprocessing / splits
-    "EvalSet", "Split", "binarize", "filter_min_counts", "cap_per_user", "per_user_split",
-    "heldout_users_split", "random_split",
+    "EvalSet", "Split", "binarize", "filter_min_counts", "cap_ratings_per_user",
+    "per_user_split", "heldout_users_split", "random_split",
     # synthetic
     "SyntheticTruth", "make_synthetic", "make_synthetic_like", "synthetic_item_topics",
     "ExplicitTruth", "make_explicit_synthetic",

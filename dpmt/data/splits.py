@@ -19,7 +19,10 @@ Ratings in one split share one index space (same ``user_ids`` / ``item_ids``). E
 always: fold in each evaluation user from ``history``, rank all items, exclude ``history``,
 compare with ``targets``.
 
-:func:`cap_per_user` (preprocessing, not a split) draws its subsets from ``default_rng(seed)``.
+:func:`cap_ratings_per_user` (preprocessing, not a split) draws its subsets from
+``default_rng(seed)``: the ratings the privacy mechanism
+:func:`dpmt.privacy.mechanisms.cap_per_user` keeps with that generator (both are
+:func:`cap_mask`).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from dpmt.data.ratings import Ratings
 from dpmt.errors import ConfigError, DataError, check_range
 
 __all__ = [
-    "EvalSet", "Split", "binarize", "filter_min_counts", "cap_mask", "cap_per_user",
+    "EvalSet", "Split", "binarize", "filter_min_counts", "cap_mask", "cap_ratings_per_user",
     "per_user_split",
     "heldout_users_split", "random_split",
 ]
@@ -295,7 +298,8 @@ def cap_mask(user_ids, k: int, rng: np.random.Generator) -> np.ndarray:
     random key per rating from ``rng``, ranked within each user (each user's sample reads
     only that user's ratings). The one capping of dpmt: the private counts, the rating mean
     and item offsets (:mod:`dpmt.privacy.mechanisms`), the online histogram and
-    :func:`cap_per_user` all use it."""
+    :func:`cap_ratings_per_user` all use it (the privacy mechanism
+    :func:`dpmt.privacy.mechanisms.cap_per_user` is this mask)."""
     check_range("k", k, low=1, integer=True)
     user_ids = np.asarray(user_ids)
     order = np.lexsort((rng.random(len(user_ids)), user_ids))
@@ -307,9 +311,11 @@ def cap_mask(user_ids, k: int, rng: np.random.Generator) -> np.ndarray:
     return keep
 
 
-def cap_per_user(r: Ratings, cap: int, seed: int = 0) -> Ratings:
-    """At most ``cap`` ratings per user, a uniform random subset (kept in input order;
-    :func:`cap_mask` with ``default_rng(seed)``).
+def cap_ratings_per_user(r: Ratings, cap: int, seed: int = 0) -> Ratings:
+    """The :class:`Ratings` keeping at most ``cap`` ratings per user, a uniform random subset
+    (kept in input order): the ratings that :func:`dpmt.privacy.mechanisms.cap_per_user`
+    keeps with ``default_rng(seed)`` — both are :func:`cap_mask` with that generator (this
+    module, in the data layer, cannot import the privacy layer).
 
     Users with <= ``cap`` ratings keep all of them. The index space is kept.
     """

@@ -90,7 +90,8 @@ def _as_random(rng) -> random.Random:
 def cap_per_user(user_ids: np.ndarray, k: int, rng) -> np.ndarray:
     """Boolean mask keeping a uniform random sample of at most ``k`` ratings per user
     (:func:`dpmt.data.splits.cap_mask`). ``rng``: a ``np.random.Generator``
-    (``NoiseSource.numpy_rng(label)``), or a JAX key (converted to one)."""
+    (``NoiseSource.numpy_rng(label)``), or a JAX key (converted to one). The same sample as
+    a :class:`~dpmt.data.Ratings`: :func:`dpmt.data.splits.cap_ratings_per_user`."""
     return cap_mask(user_ids, k, _as_generator(rng))
 
 
