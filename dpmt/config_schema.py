@@ -12,7 +12,7 @@ from __future__ import annotations
 from dpmt.errors import ConfigError
 
 #: the schema of a stored config (``config_version``)
-CONFIG_VERSION = 2
+CONFIG_VERSION = 3
 
 #: version 1's flat noisy-GD settings → their names in version 2's ``gd`` sub-config
 _V1_GD = {"gd_steps": "steps", "gd_learning_rate": "learning_rate", "gd_clip": "clip",
@@ -36,17 +36,30 @@ def _v1_to_v2(d: dict) -> dict:
     return {**{k: v for k, v in d.items() if k not in _V1_EXECUTION}, "gd": gd}
 
 
+#: noisy GD's steps per sweep when versions 1 and 2 were written (their default)
+_V2_GD_STEPS = 20
+
+
+def _v2_to_v3(d: dict) -> dict:
+    """Version 2 → 3: ``gd.steps`` left out meant 20 (the default then); since version 3 it
+    means the rule (:mod:`dpmt.train.defaults`), so a version-2 config without it gets 20
+    written in and trains the model it did."""
+    gd = dict(d.get("gd") or {})
+    gd.setdefault("steps", _V2_GD_STEPS)
+    return {**d, "gd": gd}
+
+
 #: version v → the step that rewrites a stored config of version v into version v + 1
-_MIGRATIONS = {1: _v1_to_v2}
+_MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def stored_version(d: dict) -> int:
     """The version of stored config ``d``. One without ``config_version`` was written before
     dpmt recorded it: version 1 when it has version-1 keys and no ``gd`` object, else 2 (the
-    only other version ever written)."""
+    only other version written before ``config_version`` was)."""
     v = d.get("config_version")
     if v is None:
-        return 1 if "gd" not in d and set(d) & {*_V1_GD, *_V1_EXECUTION} else CONFIG_VERSION
+        return 1 if "gd" not in d and set(d) & {*_V1_GD, *_V1_EXECUTION} else 2
     if isinstance(v, bool) or not isinstance(v, int) or v < 1:
         raise ConfigError(f"config_version must be an integer from 1 to {CONFIG_VERSION} "
                           f"(got {v!r}): no dpmt wrote this config; it was edited or corrupted")

@@ -13,6 +13,7 @@ processing, no refit), mean over seeds.
     python experiments/defaults_sweep.py ml100k-split | ml100k-peruser-split | synth50k-split
     python experiments/defaults_sweep.py ml100k-spectral | synth50k-spectral   # init="spectral"
     python experiments/defaults_sweep.py ml100k-spectral-ratio   # … with less noise on it
+    python experiments/defaults_sweep.py ml100k-steps | ml100k-peruser-steps  # 10 steps, η 2×
 
 (the λ rule's figures are in dpmt/train/defaults.py). ``ml100k-poisson`` on 2026-12-01, 3
 seeds, η = 0, full batch (20 steps) / q = ½ (40 steps) / q = ¼ (80 steps): ε = 1 0.167 /
@@ -126,6 +127,13 @@ SWEEPS["synth50k-spectral"] = (SWEEPS["synth50k"][0], (0,), (1.0, 5.0, 20.0),
 SWEEPS["ml100k-spectral-ratio"] = (SWEEPS["ml100k-spectral"][0], (0, 1, 2), (1.0, 5.0, 20.0),
                                    [{}] + [dict(init="spectral", spectral_noise_ratio=r)
                                            for r in (0.5, 0.25, 0.1)])
+# half the noisy steps at twice the learning rate (issue 29: the default path's cost is its
+# 20 steps per sweep), both ML-100K splits; the generator family in experiments/solver_rule.py
+_STEPS = [{}, dict(gd=dict(steps=10, learning_rate=0.02))]
+SWEEPS["ml100k-steps"] = (TrainConfig(split="heldout-users"), (0, 1, 2), (1.0, 5.0, 20.0),
+                          _STEPS)
+SWEEPS["ml100k-peruser-steps"] = (TrainConfig(split="per-user"), (0, 1, 2), (1.0, 5.0, 20.0),
+                                  _STEPS)
 ETAS = (0.0, 0.25, 0.5, 1.0, 2.0)
 
 

@@ -53,8 +53,10 @@ def test_stored_form_round_trips_and_carries_the_version():
 def test_fingerprints_are_those_computed_before_the_version_was_stored():
     """Resume compares these (the checkpoint's config_fingerprint): pinned before
     ``config_version`` existed, so every existing checkpoint still resumes. A new
-    TrainConfig field moves them, on purpose."""
-    assert TrainConfig().fingerprint() == "36452aec0d2e6152"
+    TrainConfig field moves them, on purpose; so did version 3's default ``gd.steps=None``
+    (the rule), while the version-2 default, 20 steps, keeps its fingerprint."""
+    assert TrainConfig().replace(gd=dict(steps=20)).fingerprint() == "36452aec0d2e6152"
+    assert TrainConfig().fingerprint() == "47693cace1e49e9e"
     assert _cfg().fingerprint() == "d1a938ee0a9a0a9e"
     assert TrainConfig.from_dict(_cfg().stored()).fingerprint() == "d1a938ee0a9a0a9e"
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import dpmt
-from dpmt.config import ExecutionConfig, TrainConfig
+from dpmt.config import ExecutionConfig, GDConfig, TrainConfig
 from dpmt.data import make_synthetic, per_user_split
 from dpmt.errors import ConfigError, DataError
 from dpmt.model import Model
@@ -58,7 +58,8 @@ def test_rule_follows_its_formula_and_is_zero_without_privacy():
     cfg, why = resolve(TrainConfig(epsilon=5.0, solver="ssp"), PRIOR_SCALE / 5.0)
     assert cfg.popularity_prior == pytest.approx(1.0) and cfg.weights == "uniform"
     assert [w[0] for w in why] == ["weights", "reg", "popularity_prior"]
-    cfg, why = resolve(TrainConfig(popularity_prior=0.3, weights="tail", reg=3.0), 600.0)
+    cfg, why = resolve(TrainConfig(popularity_prior=0.3, weights="tail", reg=3.0,
+                                   gd=GDConfig(steps=20)), 600.0)
     assert cfg.popularity_prior == 0.3 and why == []            # an explicit value is kept
 
 

@@ -261,7 +261,8 @@ def gd_item_step(steps: Steps, n_items: int, item_features=None) -> ItemStep:
     def update(state, V, U, key, noise: ItemNoise, extra=None, num_users=None):
         params = state.params if mlp else encoders.embedding_params(V)
         params = noisy_gd(encoder, params, layout, U, steps.weights, steps.labels,
-                          steps=g.steps, clip_norm=g.clip, noise_multiplier=noise.gd_multiplier,
+                          steps=g.planned_steps, clip_norm=g.clip,
+                          noise_multiplier=noise.gd_multiplier,
                           key=key, optimizer=optimizer, sampling_rate=g.sampling_rate,
                           reg=cfg.reg, num_users=num_users, extra_quadratic=extra,
                           mesh=steps.mesh, user_layout=user_rows, aggregate=steps.aggregate)

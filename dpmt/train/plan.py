@@ -52,7 +52,7 @@ import dataclasses
 from typing import Mapping
 
 from dpmt.config import TrainConfig
-from dpmt.privacy import Calibration, PlannedRelease, Release, calibrate
+from dpmt.privacy import Calibration, PlannedRelease, Release, calibrate, epsilon_of
 from dpmt.privacy.mechanisms import (counts_release, item_offsets_release, mean_releases,
                                      partition_threshold)
 from dpmt.solvers.spectral_init import spectral_sensitivity
@@ -302,3 +302,34 @@ def make_plan(cfg: TrainConfig, *, select_items: bool = False,
                                         counts.delta)
     return PrivacyPlan(counts, tuple(iterations), cal, mean_sum, mean_count, offsets,
                        spectral, threshold)
+
+
+def resolved_plan(plan: PrivacyPlan, cfg: TrainConfig, model_cfg: TrainConfig
+                  ) -> PrivacyPlan | None:
+    """The plan of ``model_cfg`` (``cfg`` with its auto settings resolved from the released
+    n̂, :func:`dpmt.train.defaults.resolve`): the same releases before the iterations and, per
+    iteration, the item method's :meth:`~dpmt.train.methods.ItemMethod.equivalent_releases`,
+    of exactly the privacy of the calibrated ones — so whichever the rule chose, the run's
+    guarantee is the plan's (a choice from released values among mechanisms with one
+    privacy profile is free: Dong, Roth & Su 2022, Theorem 3.2, adaptive composition), at
+    the δ the plan charged. ``plan`` itself when nothing changed. None — keep the planned
+    settings — when the method has no equivalent, when a replacement's own sampler δ would
+    exceed the δ charged for it, or when the ledger (``dp_accounting``, whose numerical
+    accountants only approximate the exact equality) would put its ε above the target."""
+    method = method_of(model_cfg)
+    iterations, changed = [], False
+    for it in plan.iterations:
+        item = method.equivalent_releases(it.item, model_cfg)
+        if item is None:
+            return None
+        item = tuple(item)
+        if item != it.item:
+            changed = True
+            if any(r.draws and sampler_delta(r.draws, r.noise_multiplier, r.count) > r.delta
+                   for r in item):
+                return None
+        iterations.append(dataclasses.replace(it, item=item))
+    if not changed:
+        return plan
+    new = dataclasses.replace(plan, iterations=tuple(iterations))
+    return new if epsilon_of(new.releases(), cfg.delta, cfg.accountant) <= cfg.epsilon else None

@@ -42,7 +42,8 @@ from dpmt.train.checks import (check_inputs, check_resumed_ledger, check_weight_
                                warn_if_delta_protects_nobody)
 from dpmt.labels import centre_by_user, rating_labels
 from dpmt.train.methods import ItemMethod, initial_item_state, make_steps, method_of
-from dpmt.train.plan import PrivacyPlan, make_plan, releases_counts, sampler_draws
+from dpmt.train.plan import (PrivacyPlan, make_plan, releases_counts, resolved_plan,
+                             sampler_draws)
 from dpmt.train.weights import compute_weights
 
 log = logging.getLogger("dpmt.train")
@@ -179,6 +180,13 @@ def setup(train, config: TrainConfig | None = None, *, validation=None, test=Non
     from dpmt.train.defaults import explain, resolve
 
     model_cfg, why = resolve(cfg, noisy_n)
+    if plan is not None:
+        # a rule that changed the item step's releases (noisy GD's steps) gives releases of
+        # the plan's privacy; without such, the settings the plan was calibrated for
+        resolved = resolved_plan(plan, cfg, model_cfg)
+        if resolved is None:
+            model_cfg, why = resolve(method_of(cfg).planned_config(cfg), noisy_n)
+        plan = resolved or plan
     if why:
         log.info("auto settings: %s", explain(why))
     w = compute_weights(model_cfg, train, noisy_counts, noisy_n,

@@ -92,6 +92,26 @@ class ItemMethod:
         """η for ``popularity_prior=None`` in a private run, and why."""
         return 0.0, f"{self.name}: no prior"
 
+    def default_settings(self, cfg: TrainConfig, noisy_users: float | None
+                         ) -> tuple[TrainConfig, list[tuple[str, Any, str]]]:
+        """``cfg`` with this method's own auto settings resolved (from n̂ and ε only), and
+        the ``(setting, value, reason)`` lines; a resolved setting that changes the releases
+        must keep their privacy (:meth:`equivalent_releases`)."""
+        return cfg, []
+
+    def equivalent_releases(self, planned: tuple[Release, ...], cfg: TrainConfig
+                            ) -> tuple[Release, ...] | None:
+        """One iteration's releases for the resolved ``cfg``, of exactly the privacy of
+        ``planned`` (the calibrated releases of the config as planned), or None when this
+        method has none. A method whose :meth:`default_settings` leave its releases as they
+        were returns ``planned``."""
+        return planned
+
+    def planned_config(self, cfg: TrainConfig) -> TrainConfig:
+        """``cfg`` with the settings its plan was calibrated for in place of those left to
+        :meth:`default_settings` (used when :meth:`equivalent_releases` has none)."""
+        return cfg
+
     def divergence_hint(self, cfg: TrainConfig) -> str:
         return f"raise --reg (now {cfg.reg:g})"
 

@@ -1,0 +1,143 @@
+"""Noisy GD (the default item step) against SSP across a family of synthetic generators
+(issues 28 and 29): which solver should the defaults pick, by n̂·ε?
+
+For every generator of :data:`FAMILY` (the project's topic generator, :func:`dpmt.data.synthetic.
+make_synthetic`, with different planted rank, Dirichlet concentration, popularity exponent,
+user-activity spread, popularity-only share and size; and the logistic-link generator,
+:mod:`dpmt.data.synthetic_logistic`, on which no rule was fitted) and ε in (1, 5, 20): the defaults
+(``TrainConfig()``: noisy GD with Adam, weights and λ by their rules) and SSP candidates,
+held-out users (Liang et al. 2018), validation and test Recall@20, seconds per fit, and n̂·ε
+of the run. Reproducible noise (``noise_seed``): an experiment; its models are not published.
+
+    python experiments/solver_rule.py --out solver_rule.json [--only A B] [--seeds 0]
+    python experiments/solver_rule.py --table solver_rule.json [more.json ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from dpmt.config import ExecutionConfig, TrainConfig
+from dpmt.train.evaluate import evaluate, private_popularity_metrics
+from dpmt.train.loop import fit
+from dpmt.train.rundir import prepare_data
+
+_SIZE = "users=20000,items=3000,interactions=1000000"
+FAMILY = {
+    "A base": f"synthetic:{_SIZE},seed=11",
+    "B rank64": f"synthetic:{_SIZE},rank=64,concentration=0.3,seed=12",
+    "C steep": f"synthetic:{_SIZE},alpha=1.3,sigma=1.5,seed=13",
+    "D flat": f"synthetic:{_SIZE},alpha=0.8,rank=8,noise=0.3,seed=14",
+    "E 50k": "synthetic:users=50000,items=5000,interactions=2400000,alpha=1.2,rank=32,seed=15",
+    # the logistic-link generator (dpmt.data.synthetic_logistic): no rule was fitted on it
+    "F logistic": f"logistic-synthetic:{_SIZE},seed=16",
+    "G logistic r32": f"logistic-synthetic:{_SIZE},rank=32,alpha=1.3,signal=3,seed=17",
+    "H logistic 50k": ("logistic-synthetic:users=50000,items=5000,interactions=2400000,"
+                       "rank=16,alpha=1.1,sigma=1.3,signal=2.5,seed=18"),
+}
+CANDIDATES = {
+    "defaults": {},
+    "ssp-d32-l10-it2": dict(solver="ssp", dim=32, reg=10.0, iterations=2),
+    "ssp-d32-l20-it3": dict(solver="ssp", dim=32, reg=20.0, iterations=3),
+    # the defaults with a larger ridge (the λ rule gives noisy GD λ = 3 above n̂·ε = 1200)
+    "gd-l10": dict(reg=10.0),
+    "gd-l20": dict(reg=20.0),
+    # cheaper noisy GD (issue 29: the default path's cost is its 20 steps per sweep)
+    "gd-s10-lr02": dict(gd=dict(steps=10, learning_rate=0.02)),
+    "gd-s10": dict(gd=dict(steps=10)),
+    "gd-s5-lr04": dict(gd=dict(steps=5, learning_rate=0.04)),
+    "gd-it3": dict(iterations=3),
+}
+#: what a run compares unless --candidates says otherwise
+DEFAULT_CANDIDATES = ("defaults", "ssp-d32-l10-it2", "ssp-d32-l20-it3")
+EX = ExecutionConfig(progress=False)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="solver_rule.json")
+    ap.add_argument("--only", nargs="*", default=None, help="generator keys (first letter)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ap.add_argument("--epsilons", type=float, nargs="*", default=[1.0, 5.0, 20.0])
+    ap.add_argument("--candidates", nargs="+", default=list(DEFAULT_CANDIDATES),
+                    choices=list(CANDIDATES))
+    ap.add_argument("--table", nargs="+", default=None, metavar="JSON",
+                    help="print the markdown table of earlier runs and exit")
+    args = ap.parse_args(argv)
+    if args.table:
+        rows = [r for path in args.table for r in json.load(open(path))]
+        print(table(rows))
+        return 0
+    rows = []
+    for name, spec in FAMILY.items():
+        if args.only and name[0] not in args.only:
+            continue
+        for seed in args.seeds:
+            base = TrainConfig(dataset=spec, split="heldout-users", heldout_users=2000,
+                               delta=1e-6, seed=seed, noise_seed=seed)
+            split = prepare_data(base, EX)
+            counts = split.train.item_counts()      # exact popularity, for scale
+            pop = {part: private_popularity_metrics(counts, split.train, getattr(split, part),
+                                                    {}, ks=(20,))["overall"]["recall@20"]
+                   for part in ("validation", "test")}
+            rows.append(dict(generator=name, spec=spec, seed=seed, epsilon=None,
+                             candidate="popularity (exact)", **pop))
+            print(json.dumps(rows[-1]), flush=True)
+            _save(rows, args.out)
+            for eps in args.epsilons:
+                for cand in args.candidates:
+                    kv = CANDIDATES[cand]
+                    cfg = base.replace(epsilon=eps, **kv)
+                    t0 = time.time()
+                    m = fit(split.train, cfg, execution=EX)
+                    sec = time.time() - t0
+                    va = evaluate(m, split.train, split.validation, ks=(20,))
+                    te = evaluate(m, split.train, split.test, ks=(20,))
+                    row = dict(generator=name, spec=spec, seed=seed, epsilon=eps,
+                               candidate=cand, solver=m.config.solver,
+                               weights=m.config.weights, reg=m.config.reg,
+                               eta=m.config.popularity_prior,
+                               n_eps=split.train.n_users * eps,   # n̂ ≈ n (noise ≪ n)
+                               validation=va["overall"]["recall@20"],
+                               test=te["overall"]["recall@20"],
+                               test_buckets=[b["recall@20"] for b in te.get("buckets", [])],
+                               seconds=sec)
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+                    _save(rows, args.out)
+    return 0
+
+
+def _save(rows: list[dict], path: str) -> None:
+    with open(path, "w") as f:
+        json.dump(rows, f, indent=1)
+
+
+def table(rows: list[dict]) -> str:
+    """Validation / test Recall@20 per (generator, ε): every candidate, which one validation
+    picks, the defaults' gap to it on test, and whether the defaults rise with ε."""
+    pop = {r["generator"]: r for r in rows if r["epsilon"] is None}
+    rows = [r for r in rows if r["epsilon"] is not None]
+    cands = list(dict.fromkeys(r["candidate"] for r in rows))
+    out = ["| generator | ε | n·ε | popularity val / test | " + " | ".join(f"{c} val / test" for c in cands)
+           + " | best on val | defaults − best (test) |",
+           "|---|---:|---:|---|" + "---|" * len(cands) + "---|---:|"]
+    for gen in dict.fromkeys(r["generator"] for r in rows):
+        for eps in sorted({r["epsilon"] for r in rows if r["generator"] == gen}):
+            cell = {r["candidate"]: r for r in rows
+                    if r["generator"] == gen and r["epsilon"] == eps}
+            best = max(cell.values(), key=lambda r: r["validation"])
+            gap = cell["defaults"]["test"] - best["test"] if "defaults" in cell else float("nan")
+            p = pop.get(gen)
+            out.append(f"| {gen} | {eps:g} | {next(iter(cell.values()))['n_eps']:.3g} | "
+                       + (f"{p['validation']:.4f} / {p['test']:.4f} | " if p else "– | ")
+                       + " | ".join(f"{cell[c]['validation']:.4f} / {cell[c]['test']:.4f}"
+                                    if c in cell else "–" for c in cands)
+                       + f" | {best['candidate']} | {gap:+.4f} |")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

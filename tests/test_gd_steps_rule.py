@@ -1,0 +1,156 @@
+"""Noisy GD's steps rule (issues 28, 29): ``gd.steps=None`` takes 20 steps, or 10 at twice the
+learning rate where n̂·ε ≥ 10⁵, each step's noise scaled by √½ so the run's privacy is the
+plan's (calibrated for 20 steps before n̂ is released) exactly."""
+
+import dataclasses
+import math
+
+import dp_accounting
+import numpy as np
+import pytest
+
+from dpmt.config import PLANNED_GD_STEPS, ExecutionConfig, GDConfig, TrainConfig
+from dpmt.data import make_synthetic
+from dpmt.privacy import epsilon_of
+from dpmt.train.defaults import resolve
+from dpmt.train.loop import fit
+from dpmt.train.methods import method_of
+from dpmt.train.methods.noisy_gd import FAST_SCALE, FAST_STEPS
+from dpmt.train.plan import make_plan, resolved_plan, sampler_delta, sampler_draws
+from dpmt.train.training_run import setup
+
+QUIET = ExecutionConfig(progress=False)
+#: 6000 users at ε = 20: n̂·ε ≈ 1.2·10⁵ ≥ 10⁵ (fast); at ε = 5 below
+DATA = dict(n_users=6000, n_items=300, n_interactions=60_000, seed=1)
+
+
+@pytest.fixture(scope="module")
+def ratings():
+    return make_synthetic(**DATA)
+
+
+def test_the_rule_from_n_eps_only():
+    assert TrainConfig().gd.steps is None and TrainConfig().gd.planned_steps == 20
+    fast, why = resolve(TrainConfig(epsilon=5.0), FAST_SCALE / 5.0)
+    assert (fast.gd.steps, fast.gd.learning_rate) == (FAST_STEPS, pytest.approx(0.02))
+    assert any(k == "gd.steps" and "≥" in r for k, _, r in why)
+    slow, _ = resolve(TrainConfig(epsilon=5.0), FAST_SCALE / 5.0 - 1.0)
+    assert (slow.gd.steps, slow.gd.learning_rate) == (PLANNED_GD_STEPS, 0.01)
+    # what a user sets is kept; Poisson sampling and non-private runs keep the planned steps
+    own, _ = resolve(TrainConfig(epsilon=5.0, gd=GDConfig(steps=7)), 1e6)
+    assert own.gd.steps == 7 and own.gd.learning_rate == 0.01
+    q, _ = resolve(TrainConfig(epsilon=5.0, gd=GDConfig(sampling_rate=0.5)), 1e6)
+    assert q.gd.steps == PLANNED_GD_STEPS
+    nonpriv, _ = resolve(TrainConfig(private=False), None)
+    assert nonpriv.gd.steps == PLANNED_GD_STEPS and nonpriv.gd.learning_rate == 0.01
+    # SSP has no steps: its config is left alone
+    ssp, _ = resolve(TrainConfig(solver="ssp", epsilon=5.0), 1e6)
+    assert ssp.gd.steps is None
+
+
+@pytest.mark.parametrize("eps", [1.0, 5.0, 20.0])
+def test_equivalent_releases_have_the_plans_privacy(eps):
+    """10 steps at z·√½ against the calibrated 20 at z: the same μ = √count/z per iteration
+    (so the same Gaussian mechanism), the plan's δ charged, and dp_accounting's ε of the
+    whole run equal to the plan's (to its discretisation) and within the target. Fails if
+    the noise were scaled by anything but √(10/20), or the count left at 20."""
+    cfg = TrainConfig(epsilon=eps, dataset="synthetic")
+    plan = make_plan(cfg, draws=sampler_draws(cfg, 300))
+    model_cfg, _ = resolve(cfg, FAST_SCALE / eps)
+    new = resolved_plan(plan, cfg, model_cfg)
+    assert new is not None and new.head() == plan.head()
+    for a, b in zip(plan.iterations, new.iterations):
+        assert a.gramian == b.gramian
+        (ra,), (rb,) = a.item, b.item
+        assert (ra.count, rb.count) == (20, 10)
+        assert math.sqrt(rb.count) / rb.noise_multiplier == pytest.approx(
+            math.sqrt(ra.count) / ra.noise_multiplier, rel=1e-12)
+        assert rb.delta == ra.delta                         # the plan's δ, charged as planned
+        assert sampler_delta(rb.draws, rb.noise_multiplier, rb.count) <= rb.delta
+    e_plan = epsilon_of(plan.releases(), cfg.delta)
+    e_new = epsilon_of(new.releases(), cfg.delta)
+    assert e_new <= eps and e_new == pytest.approx(e_plan, rel=1e-4)
+    # the identity behind it, in dp_accounting alone: 20 Gaussians at z = 10 at z/√2
+    z = ra.noise_multiplier
+
+    def eps_of(event):
+        acc = dp_accounting.pld.PLDAccountant()
+        return acc.compose(event).get_epsilon(1e-6)
+    twenty = dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), 20)
+    ten = dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z / math.sqrt(2)), 10)
+    assert eps_of(ten) == pytest.approx(eps_of(twenty), rel=1e-3)
+    wrong = dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), 10)
+    assert eps_of(wrong) < 0.8 * eps_of(twenty)          # the test can tell them apart
+
+
+def test_a_fast_run_uses_the_scaled_noise_and_spends_the_planned_epsilon(ratings):
+    cfg = TrainConfig(epsilon=20.0, iterations=2, noise_seed=0)
+    run = setup(ratings, cfg, execution=QUIET)
+    planned = make_plan(cfg, draws=sampler_draws(cfg, ratings.n_items))
+    assert run.model_cfg.gd.steps == FAST_STEPS and run.noisy_n * 20.0 >= FAST_SCALE
+    (rel,) = run.plan.iterations[0].item
+    (ref,) = planned.iterations[0].item
+    assert rel.count == FAST_STEPS
+    assert rel.noise_std == pytest.approx(ref.noise_std * math.sqrt(0.5), rel=1e-12)
+    # the noise the step draws is the scaled release's
+    assert run.method.noise(run.plan.iterations[0].item).gd_multiplier == pytest.approx(
+        ref.noise_multiplier * math.sqrt(0.5), rel=1e-12)
+    model = fit(ratings, cfg, execution=QUIET)
+    slow = fit(ratings, cfg.replace(gd=dict(steps=PLANNED_GD_STEPS)), execution=QUIET)
+    recorded = [r for r in model.ledger.releases if r.name.endswith("/gd")]
+    assert [r.count for r in recorded] == [FAST_STEPS] * 2
+    assert model.epsilon <= 20.0
+    assert model.epsilon == pytest.approx(slow.epsilon, rel=1e-4)
+    assert model.config.gd.steps == FAST_STEPS and "gd.steps = 10" in model.auto_settings
+    assert not np.allclose(model.item_embeddings, slow.item_embeddings)   # it did change
+
+
+def test_below_the_scale_nothing_changes(ratings):
+    """n̂·ε < 10⁵: the rule's 20 steps are the old default's, bit for bit."""
+    cfg = TrainConfig(epsilon=5.0, iterations=1, noise_seed=0)
+    auto = fit(ratings, cfg, execution=QUIET)
+    old = fit(ratings, cfg.replace(gd=dict(steps=20)), execution=QUIET)
+    assert auto.config.gd.steps == 20
+    np.testing.assert_array_equal(auto.item_embeddings, old.item_embeddings)
+    assert auto.epsilon == old.epsilon
+
+
+def test_no_equivalent_keeps_the_planned_steps(ratings, monkeypatch):
+    """When the method cannot match the plan's privacy (here: forced), the run trains the
+    settings the plan was calibrated for, never an uncalibrated one."""
+    method = method_of(TrainConfig())
+    monkeypatch.setattr(type(method), "equivalent_releases", lambda self, planned, cfg:
+                        planned if cfg.gd.planned_steps == planned[0].count else None)
+    run = setup(ratings, TrainConfig(epsilon=20.0, iterations=1, noise_seed=0),
+                execution=QUIET)
+    assert run.model_cfg.gd.steps == PLANNED_GD_STEPS
+    assert run.model_cfg.gd.learning_rate == 0.01
+    assert run.plan.iterations[0].item[0].count == PLANNED_GD_STEPS
+
+
+def test_a_fast_run_resumes_bit_identically(ratings, tmp_path):
+    cfg = TrainConfig(epsilon=20.0, iterations=3, noise_seed=0, dim=8)
+    ref = fit(ratings, cfg, execution=QUIET, run_dir=tmp_path / "ref")
+
+    class Crash(Exception):
+        pass
+
+    class StopAfter:
+        def on_iteration(self, run):
+            if run.state.iteration == 1:
+                raise Crash
+
+    with pytest.raises(Crash):
+        fit(ratings, cfg, execution=QUIET, run_dir=tmp_path / "cut", callbacks=(StopAfter(),))
+    back = fit(ratings, cfg, execution=QUIET, run_dir=tmp_path / "cut", resume=True)
+    assert back.config.gd.steps == FAST_STEPS
+    np.testing.assert_array_equal(back.item_embeddings, ref.item_embeddings)
+    assert back.epsilon == ref.epsilon
+
+
+def test_a_version_2_config_keeps_its_20_steps():
+    """Before version 3 a missing gd.steps meant 20; it still does."""
+    old = {**dataclasses.asdict(TrainConfig()), "config_version": 2}
+    del old["gd"]["steps"]
+    assert TrainConfig.from_dict(old).gd.steps == 20
+    assert TrainConfig.from_dict(TrainConfig().stored()).gd.steps is None
