@@ -1,7 +1,7 @@
 """The column layout of a ratings file: where the user, item, rating and timestamp fields
 are (fixed positions for ``u.data`` / ``ratings.dat``; located by header name for CSV,
 TSV-with-header and RecBole ``.inter`` files, optionally through a ``columns=`` mapping),
-and how to read them (:class:`Layout`). :mod:`dpmt.data.parsing` turns the bytes into
+and how to read them (:class:`ColumnLayout`). :mod:`dpmt.data.parsing` turns the bytes into
 columns with it."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from dpmt.errors import ConfigError, DataError
 
-__all__ = ["FIELDS", "FORMATS", "MOVIELENS_RATING_RANGE", "Layout", "first_line", "layout"]
+__all__ = ["FIELDS", "FORMATS", "MOVIELENS_RATING_RANGE", "ColumnLayout", "first_line", "layout"]
 
 #: Canonical format names and their aliases.
 FORMATS = {
@@ -38,7 +38,7 @@ _AUTO = "auto"
 # Column layout
 # ----------------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
-class Layout:
+class ColumnLayout:
     """Where the fields live in a file, and how to read them.
 
     ``cols`` maps field name (``user``, ``item``, ``rating``, ``timestamp``) to column index;
@@ -153,7 +153,7 @@ def _header_names(first: str, sep: str) -> list[str]:
 
 
 def layout(fmt: str, data: bytes, path: Path, rating_range, columns: dict | None = None
-           ) -> Layout:
+           ) -> ColumnLayout:
     """The layout of canonical format ``fmt`` (see :data:`FORMATS`) for a file whose bytes
     start with ``data``. ``rating_range``: (low, high), None or "auto" (already checked);
     ``columns``: field -> header name (already checked), or None."""
@@ -164,7 +164,7 @@ def layout(fmt: str, data: bytes, path: Path, rating_range, columns: dict | None
             raise ConfigError(f"{path}: columns= names the columns of a header row, but "
                               f"ratings.dat files (format 'dat') have none; drop columns= "
                               f"(CLI: --columns)")
-        return Layout("::", 4, fixed, 0, mlr)
+        return ColumnLayout("::", 4, fixed, 0, mlr)
     first = first_line(data)
     if fmt in ("csv", "tsv"):
         sep = "," if fmt == "csv" else "\t"
@@ -179,15 +179,15 @@ def layout(fmt: str, data: bytes, path: Path, rating_range, columns: dict | None
             what = "CSV header" if fmt == "csv" else "TSV header"
             cols = _header_columns(names, columns, _CSV_NAMES, path, what, first)
             # your own file: ids may be text (IMDb's tt0111161), fields may be quoted
-            return Layout(sep, len(names), cols, 1, mlr, token=True, quoting=True)
+            return ColumnLayout(sep, len(names), cols, 1, mlr, token=True, quoting=True)
         if fmt == "tsv":
-            return Layout("\t", 4, fixed, 0, mlr)
+            return ColumnLayout("\t", 4, fixed, 0, mlr)
         n = len(names)
         if n < 2:
             raise DataError(f"{path}:1: expected comma-separated user,item[,rating"
                             f"[,timestamp]] but found {first!r}")
         cols = dict(zip(FIELDS, range(min(n, 4))))
-        return Layout(",", n, cols, 0, mlr, quoting=True)
+        return ColumnLayout(",", n, cols, 0, mlr, quoting=True)
     if fmt == "inter":
         fields = first.split("\t")
         names = [f.strip().partition(":")[0] for f in fields]
@@ -201,6 +201,6 @@ def layout(fmt: str, data: bytes, path: Path, rating_range, columns: dict | None
         cols = _header_columns(names, columns, _INTER_NAMES, path, "RecBole header", first)
         rr = None if rating_range == _AUTO else rating_range
         ts_type = types[cols["timestamp"]] if "timestamp" in cols else "float"
-        return Layout("\t", len(fields), cols, 1, rr, token=True,
+        return ColumnLayout("\t", len(fields), cols, 1, rr, token=True,
                       float_time=ts_type != "token")
     raise ConfigError(f"unknown format {fmt!r}; use one of {sorted(set(FORMATS))}")

@@ -85,7 +85,7 @@ from dpmt.data.layout import (
     FIELDS,
     FORMATS,
     MOVIELENS_RATING_RANGE,
-    Layout,
+    ColumnLayout,
     first_line,
     layout,
 )
@@ -231,7 +231,7 @@ def parse_rating_range(spec: str):
 # ----------------------------------------------------------------------------------------
 # Assembly: dense indices, one entry per pair (both in dpmt.data.ratings)
 # ----------------------------------------------------------------------------------------
-def _assemble(cols: dict, lines: np.ndarray | None, lay: Layout, path: Path,
+def _assemble(cols: dict, lines: np.ndarray | None, lay: ColumnLayout, path: Path,
               on_duplicate: str, name: str, catalogue: tuple | None = None) -> Ratings:
     """Ratings from parsed columns; ``catalogue``: (sorted ids, description) or None."""
     user_ids, user = dense_ids(cols["user"])
@@ -568,7 +568,7 @@ def from_tfds(name: str = "movielens/100k-ratings", split: str = "train",
     cols, src = read_tfds_columns(name, split, data_dir, download)
     if not cols or len(cols["user"]) == 0:
         raise DataError(f"TFDS dataset {name!r} split {split!r} is empty")
-    lay = Layout("\t", 4, {k: 0 for k in cols}, 0, rating_range)
+    lay = ColumnLayout("\t", 4, {k: 0 for k in cols}, 0, rating_range)
     lines = np.arange(1, len(cols["user"]) + 1)          # "line" = example number
     check_values(cols, lines, lay, src)
     return _assemble(cols, lines, lay, src, on_duplicate, str(name), catalogue)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpmt.data.layout import _CSV_NAMES, Layout, _header_columns
+from dpmt.data.layout import _CSV_NAMES, ColumnLayout, _header_columns
 from dpmt.errors import ConfigError, DataError
 
 __all__ = ["parquet_columns"]
@@ -17,7 +17,7 @@ __all__ = ["parquet_columns"]
 _AUTO = "auto"
 
 
-def parquet_columns(p: Path, columns: dict | None, rating_range) -> tuple[dict, Layout]:
+def parquet_columns(p: Path, columns: dict | None, rating_range) -> tuple[dict, ColumnLayout]:
     """The user, item, rating and timestamp columns of a Parquet file, as the text parser
     returns them (ids int64 or exact text, rating float64, timestamp int64 seconds), and
     its layout (rows numbered from 1 in messages). Columns are found by name as in a CSV
@@ -46,7 +46,7 @@ def parquet_columns(p: Path, columns: dict | None, rating_range) -> tuple[dict, 
         raise DataError(f"cannot read {p} as Parquet: {e}") from None
     if table.num_rows == 0:
         raise DataError(f"{p}: the Parquet file has no rows")
-    lay = Layout("", len(names), cols_at, 0, None if rating_range == _AUTO else rating_range,
+    lay = ColumnLayout("", len(names), cols_at, 0, None if rating_range == _AUTO else rating_range,
                  token=True, unit="rows")
     out = {}
     for key, j in cols_at.items():

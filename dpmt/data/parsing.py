@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from dpmt.data.layout import (
-    Layout,
+    ColumnLayout,
 )
 from dpmt.errors import DataError
 
@@ -138,7 +138,7 @@ _POW10 = [np.power(10.0, np.arange(w - 1, -1, -1)) for w in range(_MAX_DIGITS + 
 _POW10_SCALAR = np.power(10.0, np.arange(_MAX_DIGITS + 1))
 
 
-def _fast_parse(data: bytes, lay: Layout, offset: int = 0) -> dict[str, np.ndarray]:
+def _fast_parse(data: bytes, lay: ColumnLayout, offset: int = 0) -> dict[str, np.ndarray]:
     """Parse the body (from ``offset``, past the header; ends with a newline) or raise
     _GiveUp.
 
@@ -282,7 +282,7 @@ def token_problem(t: str) -> str | None:
     return None
 
 
-def _parse_timestamp(f: str, lay: Layout, where: str) -> int:
+def _parse_timestamp(f: str, lay: ColumnLayout, where: str) -> int:
     """Exact int64 timestamp from field ``f`` or DataError ``where: ...``.
 
     Integers are read exactly (no float rounding above 2**53); other numbers (``1e9``,
@@ -322,7 +322,7 @@ _FIELD_NAMES = {"user": "user id", "item": "item id", "rating": "rating",
                 "timestamp": "timestamp"}
 
 
-def _slow_parse(data: bytes, lay: Layout, path: Path):
+def _slow_parse(data: bytes, lay: ColumnLayout, path: Path):
     """Line-by-line parse; raise DataError at the first bad line, else return the values.
 
     Returns (columns dict, line numbers int64 (n,)). Blank lines are skipped.
@@ -415,12 +415,12 @@ def _rating_problem(v: float, rr) -> str | None:
     return None
 
 
-def where(path, lay: Layout, n: int) -> str:
+def where(path, lay: ColumnLayout, n: int) -> str:
     """``path:LINE`` for text files, ``path, row N`` for tables (Parquet)."""
     return f"{path}:{n}" if lay.unit == "lines" else f"{path}, row {n}"
 
 
-def check_values(cols: dict, lines: np.ndarray | None, lay: Layout, path: Path) -> None:
+def check_values(cols: dict, lines: np.ndarray | None, lay: ColumnLayout, path: Path) -> None:
     """Vectorised value checks for the fast path (the slow path checks inline)."""
     def at(i):
         return where(path, lay, int(lines[i]) if lines is not None
@@ -437,7 +437,7 @@ def check_values(cols: dict, lines: np.ndarray | None, lay: Layout, path: Path) 
             raise DataError(f"{at(i)}: {_rating_problem(float(r[i]), rr)}")
 
 
-def parse_body(body: bytes, lay: Layout, path: Path, offset: int = 0
+def parse_body(body: bytes, lay: ColumnLayout, path: Path, offset: int = 0
                ) -> tuple[dict, np.ndarray | None]:
     """Parse a file body (from byte ``offset``, past the header; ends with a newline) with
     layout ``lay``.
