@@ -459,6 +459,15 @@ def spec_pairs(rest: str, label: str, params, aliases: dict, extra=()):
         yield key, val
 
 
+def refuse_file_options(spec: str, items=None, columns=None) -> None:
+    """A generator spec has its own items 0..n_items-1 and a fixed layout: ``items=`` and
+    ``columns=`` (which describe a ratings file) are refused with what to do."""
+    if items is not None or columns:
+        raise ConfigError(f"items= / columns= (CLI: --items, --columns) describe a ratings "
+                          f"file; {spec!r} is synthetic, with its own items 0..n_items-1 and "
+                          f"a fixed layout: leave them out")
+
+
 def spec_number(label: str, key: str, val: str, integer: bool):
     """The number a spec's ``key=val`` gives (an int if ``integer``), or a ConfigError."""
     try:

@@ -32,7 +32,7 @@ import inspect
 import numpy as np
 
 from dpmt.data.ratings import Ratings
-from dpmt.data.synthetic import spec_number, spec_pairs
+from dpmt.data.synthetic import refuse_file_options, spec_number, spec_pairs
 from dpmt.errors import ConfigError, check_range
 
 __all__ = ["LogisticTruth", "make_logistic_synthetic", "LOGISTIC_PREFIX", "is_logistic_spec",
@@ -170,8 +170,5 @@ def parse_logistic_spec(spec: str) -> dict:
 def load_logistic_spec(spec: str, name: str | None = None, items=None,
                        columns=None) -> Ratings:
     """The Ratings of a ``logistic-synthetic[:...]`` spec (for :func:`dpmt.data.load`)."""
-    if items is not None or columns:
-        raise ConfigError(f"items= / columns= (CLI: --items, --columns) describe a ratings "
-                          f"file; {spec!r} is synthetic, with its own items 0..n_items-1 and "
-                          f"a fixed layout: leave them out")
+    refuse_file_options(spec, items, columns)
     return make_logistic_synthetic(**parse_logistic_spec(spec), name=name or str(spec).strip())

@@ -43,7 +43,7 @@ import inspect
 import numpy as np
 
 from dpmt.data.ratings import Ratings
-from dpmt.data.synthetic import spec_number, spec_pairs
+from dpmt.data.synthetic import refuse_file_options, spec_number, spec_pairs
 from dpmt.errors import ConfigError, DataError, check_range
 
 __all__ = ["ExplicitTruth", "make_explicit_synthetic", "explicit_synthetic_truth",
@@ -274,8 +274,5 @@ def parse_explicit_spec(spec: str) -> dict:
 def load_explicit_spec(spec: str, name: str | None = None, items=None,
                        columns=None) -> Ratings:
     """The Ratings of an ``explicit-synthetic[:...]`` spec (for :func:`dpmt.data.load`)."""
-    if items is not None or columns:
-        raise ConfigError(f"items= / columns= (CLI: --items, --columns) describe a ratings "
-                          f"file; {spec!r} is synthetic, with its own items 0..n_items-1 and "
-                          f"a fixed layout: leave them out")
+    refuse_file_options(spec, items, columns)
     return make_explicit_synthetic(**parse_explicit_spec(spec), name=name or str(spec).strip())

@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from dpmt.config import BASE_REG, PLANNED_GD_STEPS, TrainConfig
+from dpmt.config import BASE_REG, PLANNED_GD_STEPS, WEIGHTS_SCALE, TrainConfig
 from dpmt.errors import ConfigError
 from dpmt.privacy import PlannedRelease, Release
 from dpmt.registry import WEIGHTINGS
@@ -46,7 +46,7 @@ REG_SCALE = 1200.0
 #: η of noisy GD (its models beat private popularity on their own)
 GD_PRIOR = 0.25
 #: n̂·ε from which ``gd.steps=None`` takes :data:`FAST_STEPS` steps (the weights rule's scale)
-FAST_SCALE = 100_000.0
+FAST_SCALE = WEIGHTS_SCALE
 #: steps per sweep there, at PLANNED_GD_STEPS / FAST_STEPS times the learning rate
 FAST_STEPS = 10
 
@@ -70,8 +70,8 @@ class NoisyGDMethod(ItemMethod):
     help = "noisy gradient descent with per-user clipping (Algorithm 2)"
 
     def releases(self, cfg: TrainConfig) -> list[PlannedRelease]:
-        return [PlannedRelease("gd", noisy_gd_sensitivity(cfg.gd.clip), count=cfg.gd.planned_steps,
-                               sampling_rate=cfg.gd.sampling_rate)]
+        return [PlannedRelease("gd", noisy_gd_sensitivity(cfg.gd.clip),
+                               count=cfg.gd.planned_steps, sampling_rate=cfg.gd.sampling_rate)]
 
     def draws(self, cfg: TrainConfig, n_items: int, n_features) -> list[int]:
         return [gd_noise_draws(n_params(cfg, n_items, n_features), cfg.gd.planned_steps)]
