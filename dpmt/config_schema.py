@@ -12,7 +12,7 @@ from __future__ import annotations
 from dpmt.errors import ConfigError
 
 #: the schema of a stored config (``config_version``)
-CONFIG_VERSION = 3
+CONFIG_VERSION = 4
 
 #: version 1's flat noisy-GD settings → their names in version 2's ``gd`` sub-config
 _V1_GD = {"gd_steps": "steps", "gd_learning_rate": "learning_rate", "gd_clip": "clip",
@@ -49,8 +49,18 @@ def _v2_to_v3(d: dict) -> dict:
     return {**d, "gd": gd}
 
 
+def _v3_to_v4(d: dict) -> dict:
+    """Version 3 → 4: a rating model of version 3 took its user bias b_j from the clipped
+    labels and never refitted it, and had no user slopes; since version 4 ``user_bias_refit``
+    and ``user_slopes`` (default on) say whether it does, so a version-3 config without them
+    gets both off and folds users in as it was trained."""
+    if d.get("task") == "rating":
+        return {"user_bias_refit": False, "user_slopes": False, **d}
+    return dict(d)
+
+
 #: version v → the step that rewrites a stored config of version v into version v + 1
-_MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3}
+_MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 
 def stored_version(d: dict) -> int:

@@ -42,7 +42,7 @@ from dpmt.config import BASE_REG, TrainConfig
 from dpmt.errors import ConfigError, DataError
 from dpmt.privacy.ledger import ML100K_TUNING_NOTE, PRIVACY_UNIT, PrivacyLedger
 from dpmt.item_ids import coerce_item_ids
-from dpmt.labels import centre_by_user, rating_labels
+from dpmt.labels import item_statistics, refit_user_offsets, user_step_labels
 from dpmt.ranking import top_k
 from dpmt.model_files import load_model, save_model
 from dpmt.privacy.randomness import SEEDED_WARNING
@@ -170,30 +170,45 @@ class Model:
         b = 0.0 if self.item_offsets is None else np.asarray(self.item_offsets)[rows]
         return self.label_offset + b
 
-    def rating_labels(self, rows, values) -> tuple[np.ndarray, float]:
-        """(labels, b_j) of one user of a rating model, as training made them: y = clip(r −
-        μ̂ − b̂_i, ±c), then the user's own bias b_j out of them
-        (:func:`dpmt.labels.centre_by_user`; b_j = 0 without ``user_bias``)."""
-        cfg = self.config
-        y = rating_labels(values, self.offsets(rows), cfg.label_clip)
-        if not cfg.rating_user_bias:
-            return y, 0.0
-        y, b = centre_by_user(y, np.zeros(len(y), np.int64), 1, cfg.user_bias_reg,
-                              cfg.label_clip)
-        return y, float(b[0])
+    def user_features(self) -> np.ndarray | None:
+        """A rating model's item statistics f_i (:func:`dpmt.labels.item_statistics`) of its
+        released offsets and counts: what the user slopes read (None: no slopes)."""
+        if self.label_offset is None or not self.config.rating_slopes:
+            return None
+        return item_statistics(self.item_offsets, self.item_counts)
+
+    def rating_labels(self, rows, values):
+        """(labels, the user's :class:`~dpmt.labels.UserOffsets`) of one user of a rating
+        model, as training made them (:func:`dpmt.labels.user_step_labels`): the labels u
+        is solved from, y = clip(r − μ̂ − b̂_i − b_j − ⟨w_j, f_i⟩, ±c), and the user's first
+        offsets (b_j = 0 without ``user_bias``)."""
+        rows = np.asarray(rows, np.int64)
+        y, off, _ = user_step_labels(values, self.offsets(rows), np.zeros(len(rows), np.int64),
+                                     rows, 1, self.config, self.user_features())
+        return y, off
 
     def predict(self, history, values, items) -> np.ndarray:
-        """A rating model's predicted ratings μ̂ + b̂_i + b_j + ⟨u, v_i⟩ of ``items`` (raw
-        ids) for a user who rated ``history`` with ``values`` (u and the user's bias b_j
-        folded in from them), clipped to the rating range."""
+        """A rating model's predicted ratings μ̂ + b̂_i + b_j + ⟨w_j, f_i⟩ + ⟨u, v_i⟩ of
+        ``items`` (raw ids) for a user who rated ``history`` with ``values`` (u and the
+        user's offsets folded in from them: u from the labels less the first offsets, which
+        are then refitted to the residual of u with ``user_bias_refit``, as training does),
+        clipped to the rating range."""
         if self.label_offset is None:
             raise ConfigError("predict() is for rating models (TrainConfig(task='rating')); "
                               "an implicit model ranks: use recommend() or score()")
         u = self.fold_in(history, values)
-        _, b = self.rating_labels(self.item_index(history), np.asarray(values, np.float64))
+        hist = self.item_index(history)
+        zero = np.zeros(len(hist), np.int64)
+        feats = self.user_features()
+        _, off, resid = user_step_labels(np.asarray(values, np.float64), self.offsets(hist),
+                                         zero, hist, 1, self.config, feats)
+        if self.config.rating_bias_refit:       # refitted to the residual of u
+            off = refit_user_offsets(resid, zero, hist, 1, u[None], self.item_embeddings,
+                                     self.config, feats)
         lo, hi = self.config.rating_bounds
         rows = self.item_index(items)
-        pred = self.offsets(rows) + b + self.item_embeddings[rows] @ u
+        pred = (self.offsets(rows) + off.per_rating(np.zeros(len(rows), np.int64), rows)
+                + self.item_embeddings[rows] @ u)
         return np.clip(pred, lo, hi)
 
     def item_prior(self) -> np.ndarray | None:

@@ -15,6 +15,8 @@ Plain Python (no numpy): :mod:`dpmt.config` reads it to validate a config.
 
 from __future__ import annotations
 
+import math
+
 from dpmt.errors import ConfigError
 
 
@@ -34,11 +36,31 @@ class Task:
         """The bound |y| ≤ y_max on the labels that the b-sensitivity assumes."""
         return 1.0
 
+    def settings(self, cfg) -> dict:
+        """The values of the settings a config leaves to its task
+        (:data:`dpmt.config.TASK_SETTINGS`), from public fields only (``private``,
+        ``epsilon``): the plan is made from them before any data is read."""
+        return dict(IMPLICIT_SETTINGS)
+
+    def count_cap(self, cfg) -> int:
+        """k of the private counts when ``count_cap`` is unset: β rounded."""
+        return max(1, int(cfg.budget))
+
+    def default_reg(self, noisy_users, epsilon: float, private: bool):
+        """(λ, reason) of the task's own ridge rule, or None: the solver's
+        (:mod:`dpmt.train.defaults`)."""
+        return None
+
     def check(self, cfg) -> None:
         if cfg.split not in self.splits:
             takes = " or ".join(f"split={s!r}" for s in self.splits)
             raise ConfigError(f"task={self.name!r} takes {takes} (got {cfg.split!r}): "
                               f"{self.why_not_split}")
+
+
+#: the implicit task's settings (chosen on Recall@20: dpmt.config.TrainConfig's docstring)
+IMPLICIT_SETTINGS = {"solver": "gd", "gravity": 0.5, "user_clip": 0.1, "iterations": 4,
+                     "label_clip": 2.0, "count_noise_ratio": 1.0}
 
 
 class Implicit(Task):
@@ -60,6 +82,56 @@ class Rating(Task):
 
     def y_max(self, cfg) -> float:
         return float(cfg.label_clip)
+
+    def settings(self, cfg) -> dict:
+        """Rating defaults, chosen on ML-100K validation RMSE and checked on the explicit
+        synthetic (experiments/rating_sweep.py; README's rating section): biased ALS —
+        exact item solves (ssp), no gravity — and, privately, C = 1, a label clip c from ε
+        (:func:`rating_by_epsilon`) and the once-only releases (μ̂, n̂_i, b̂_i) at 0.15 of
+        the factors' noise (``count_noise_ratio``: most of the budget). Without privacy 15
+        sweeps and no user clip; privately 2 planned sweeps, whose factors a rule skips
+        where n̂·ε is small (:func:`dpmt.train.defaults.rating_factors`)."""
+        private = cfg.private if isinstance(cfg.private, bool) else True
+        if not private:
+            return dict(RATING_NONPRIVATE)
+        return dict(RATING_PRIVATE, label_clip=rating_by_epsilon(cfg.epsilon)[0])
+
+    def count_cap(self, cfg) -> int:
+        """k of the mean, counts and offsets: by ε (:func:`rating_by_epsilon`), at least β."""
+        return max(rating_by_epsilon(cfg.epsilon)[1], int(cfg.budget))
+
+    def default_reg(self, noisy_users, epsilon: float, private: bool):
+        if not private:
+            return RATING_REG, "ratings, non-private (biased ALS)"
+        return RATING_PRIVATE_REG, "ratings, private"
+
+
+#: rating settings without privacy: biased ALS (exact item solves), no clip of u (C bounds
+#: a release's sensitivity, and nothing is released), the residual labels clipped at 2
+RATING_NONPRIVATE = {"solver": "ssp", "gravity": 0.0, "user_clip": 1000.0, "iterations": 15,
+                     "label_clip": 2.0, "count_noise_ratio": 1.0}
+#: rating settings of a private run (the label clip from ε: rating_by_epsilon)
+RATING_PRIVATE = {"solver": "ssp", "gravity": 0.0, "user_clip": 1.0, "iterations": 2,
+                  "count_noise_ratio": 0.15}
+#: λ of the rating task's user and item systems without privacy, and with
+RATING_REG, RATING_PRIVATE_REG = 16.0, 30.0
+#: the rating task's label clip c and count cap k by ε: (ε below which, c, k); validation
+#: RMSE of the private bias model on ML-100K and the 5k-user explicit synthetic
+#: (experiments/rating_sweep.py): at ε = 1 both preferred c = 1, k = 50; at ε = 5 and 20,
+#: c = 1.5 and k = 100 on ML-100K (k = 50 on the synthetic, whose users rate 32 items)
+RATING_BY_EPSILON = ((2.0, 1.0, 50), (math.inf, 1.5, 100))
+
+
+def rating_by_epsilon(epsilon) -> tuple[float, int]:
+    """(c, k) of a private rating run from its ε (:data:`RATING_BY_EPSILON`): the mean's,
+    the offsets' and the factors' releases have sensitivity ∝ c (the sums' ∝ √k·c), while
+    the labels lose what the clip cuts off and an item's sum grows with k up to the users'
+    own counts."""
+    try:
+        eps = float(epsilon)
+    except (TypeError, ValueError):          # refused by the config's own checks
+        eps = math.inf
+    return next((c, k) for below, c, k in RATING_BY_EPSILON if eps < below)
 
 
 IMPLICIT, RATING = Implicit(), Rating()

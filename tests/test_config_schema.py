@@ -54,11 +54,12 @@ def test_fingerprints_are_those_computed_before_the_version_was_stored():
     """Resume compares these (the checkpoint's config_fingerprint): pinned before
     ``config_version`` existed, so every existing checkpoint still resumes. A new
     TrainConfig field moves them, on purpose; so did version 3's default ``gd.steps=None``
-    (the rule), while the version-2 default, 20 steps, keeps its fingerprint."""
-    assert TrainConfig().replace(gd=dict(steps=20)).fingerprint() == "36452aec0d2e6152"
-    assert TrainConfig().fingerprint() == "47693cace1e49e9e"
-    assert _cfg().fingerprint() == "d1a938ee0a9a0a9e"
-    assert TrainConfig.from_dict(_cfg().stored()).fingerprint() == "d1a938ee0a9a0a9e"
+    (the rule), while the version-2 default, 20 steps, keeps its fingerprint, and version
+    4's rating fields ``user_bias_refit`` and ``user_slopes``."""
+    assert TrainConfig().replace(gd=dict(steps=20)).fingerprint() == "763cafffbb32c172"
+    assert TrainConfig().fingerprint() == "f2d115e5e1f91117"
+    assert _cfg().fingerprint() == "cfc829d5a5db98f1"
+    assert TrainConfig.from_dict(_cfg().stored()).fingerprint() == "cfc829d5a5db98f1"
 
 
 @pytest.mark.parametrize("versioned", [False, True])
@@ -150,3 +151,19 @@ def test_a_run_directory_resumes_from_an_unversioned_config(tmp_path):
     assert read_config(out) == cfg
     again = run(cfg, out_dir=out, execution=QUIET, resume=True, baselines=False)
     np.testing.assert_array_equal(again.item_embeddings, first.item_embeddings)
+
+
+def test_a_version_3_rating_config_keeps_its_user_bias():
+    """Version 3's rating model took b_j from the clipped labels, never refitted, and had no
+    slopes: migrated, it says so (and folds users in as it was trained); an implicit config
+    is unchanged, and a version-4 rating config keeps what it states."""
+    v3 = {**TrainConfig(task="rating", split="random").stored(), "config_version": 3}
+    del v3["user_bias_refit"], v3["user_slopes"]
+    cfg = TrainConfig.from_dict(v3)
+    assert (cfg.user_bias_refit, cfg.user_slopes) == (False, False)
+    assert not cfg.rating_bias_refit and not cfg.rating_slopes
+    assert TrainConfig.from_dict(TrainConfig(task="rating", split="random").stored()
+                                 ).user_bias_refit
+    imp = {**TrainConfig().stored(), "config_version": 3}
+    del imp["user_bias_refit"], imp["user_slopes"]
+    assert TrainConfig.from_dict(imp) == TrainConfig()

@@ -205,11 +205,14 @@ def test_lattice_rounding_is_unbiased_and_within_the_charged_step():
     counts = np.array([2000, 2000, 2000, 1])
     b = private_item_offsets(y, user, item, m, counts, k=k, clip=clip, noise_std=1e-3,
                              cap_rng=SRC.numpy_rng("o"), noise_rng=SRC.random("o"),
-                             prior_std=10.0, label_std=1.0)
+                             label_std=1.0)
     yc = np.clip(y, -clip, clip)
     exact = np.array([yc[item == i].mean() for i in range(3)])
-    np.testing.assert_allclose(b[:3], exact, atol=2e-3)
-    assert b[3] == 0.0                                           # no ratings, no noise
+    # 2000 ratings per item and no noise: the prior's pull is ~ν²/(n·τ²) of the gap, tiny
+    np.testing.assert_allclose(b[:3], exact, atol=5e-3)
+    # no ratings and no noise: the prior mean of an item of count 1 (post-processing of the
+    # released counts and sums), within the clip
+    assert abs(b[3]) <= clip
 
 
 def test_release_validation_messages():

@@ -144,4 +144,6 @@ def changed_flags(args) -> list[str]:
             **{"gd_" + k: v for k, v in d.to_dict()["gd"].items()}}
     return [flag for f, flag, dest in config_fields(TrainConfig)
             if hasattr(args, dest) and getattr(args, dest) != base.get(dest)
-            and not (isinstance(base.get(dest), tuple))]
+            and not (isinstance(base.get(dest), tuple))
+            # None where the default is None: left to its rule (e.g. the task's settings)
+            and not (getattr(args, dest) is None and f.default is None)]

@@ -321,22 +321,18 @@ def item_offsets_release(k: int, clip: float, noise_std: float,
 
 def private_item_offsets(labels, user_ids, item_ids, n_items: int, noisy_counts, *, k: int,
                          clip: float, noise_std: float, cap_rng, noise_rng: random.Random,
-                         prior_std: float = 0.4, label_std: float = 1.0) -> np.ndarray:
-    """Private per-item offsets b̂_i, shrunk towards 0 by the known noise, clipped to ±c.
+                         label_std: float = 1.0) -> np.ndarray:
+    """Private per-item offsets b̂_i, shrunk by the known noise towards a popularity prior,
+    clipped to ±c.
 
     Labels are clipped to ±c and put on the lattice 2^(−b) (:func:`offsets_lattice`,
     unbiased stochastic rounding); over a uniform sample of ≤ k ratings per user the per-item
     sums in lattice units get discrete Gaussian noise of parameter σ (``noise_std``, lattice
     units; the release is :func:`item_offsets_release`: k coordinates, step ⌈c·2^b⌉). In
-    label units S̃_i = 2^(−b)·(Σ_{j: kept} y_ij + Z_i) and the noise is σ_y = 2^(−b)·σ. With
-    ñ_i the *released* noisy count, a N(0, τ²) prior on b_i and per-rating spread ν, the
-    posterior mean of b_i given S̃_i ≈ ñ_i b_i + e_i, Var(e_i) = ñ_i ν² + σ_y², is
-
-        b̂_i = ñ_i τ² S̃_i / (ñ_i² τ² + ñ_i ν² + σ_y²),
-
-    so a rarely rated item, whose sum is mostly noise, gets an offset near 0. τ (``prior_std``)
-    and ν (``label_std``) are public constants; σ is the release's known noise. Post-processing
-    of two releases; the caller charges the sums' release. Returns float64 (n_items,).
+    label units S̃_i = 2^(−b)·(Σ_{j: kept} y_ij + Z_i) and the noise is σ_y = 2^(−b)·σ. The
+    offsets are :func:`shrunk_offsets` of S̃ and the *released* noisy counts ñ_i with that
+    σ_y: post-processing of two releases; the caller charges the sums' release. Returns
+    float64 (n_items,).
     """
     check_range("noise_std", noise_std, low=0.0, low_open=True)
     bits, step = offsets_lattice(k, clip)
@@ -350,6 +346,35 @@ def private_item_offsets(labels, user_ids, item_ids, n_items: int, noisy_counts,
     noisy = sums + sample_discrete_gaussian(noise_std, len(sums), noise_rng)
     s = np.ldexp(noisy.astype(np.float64), -bits)[:n_items]
     sigma_y = math.ldexp(float(noise_std), -bits)
-    n = np.maximum(np.asarray(noisy_counts, np.float64)[:n_items], 1.0)
-    t2, v2 = prior_std ** 2, label_std ** 2
-    return np.clip(n * t2 * s / (n * n * t2 + n * v2 + sigma_y ** 2), -clip, clip)
+    return shrunk_offsets(s, noisy_counts[:n_items], sigma_y, clip, label_std=label_std)
+
+
+def shrunk_offsets(noisy_sums, noisy_counts, sigma: float, clip: float,
+                   label_std: float = 1.0, rounds: int = 20) -> np.ndarray:
+    """Empirical-Bayes offsets from released per-item label sums S̃_i and counts ñ_i.
+
+    Model: S̃_i | b_i ~ N(ñ_i b_i, V_i), V_i = ñ_i ν² + σ² (ν = ``label_std`` the spread of
+    one label, σ = ``sigma`` the sums' known noise, in label units), and a prior
+    b_i ~ N(a + g·log ñ_i, τ²) — popular items are rated differently from rare ones (higher,
+    on MovieLens), so an item whose sum is mostly noise gets the offset of items as popular
+    as it, not 0. (a, g, τ²) are fitted to the released values themselves by weighted least
+    squares and the method of moments (``rounds`` alternations), and b̂_i is the posterior
+    mean (τ² ñ_i S̃_i + V_i m_i) / (τ² ñ_i² + V_i), clipped to ±c. Only released values and
+    public constants enter: post-processing, no privacy cost. float64 (m,).
+    """
+    S = np.asarray(noisy_sums, np.float64)
+    n = np.maximum(np.asarray(noisy_counts, np.float64), 1.0)
+    V = n * float(label_std) ** 2 + float(sigma) ** 2
+    x = np.log(n)
+    X = np.stack([n, n * x], 1)                     # S ≈ ñ (a + g log ñ) + noise
+    coef, t2 = np.zeros(2), 0.1
+    for _ in range(rounds):
+        w = 1.0 / (n * n * t2 + V)
+        XtW = X.T * w
+        coef = np.linalg.solve(XtW @ X + 1e-9 * np.eye(2), XtW @ S)
+        m = coef[0] + coef[1] * x
+        r2 = ((S - n * m) ** 2 - V) / (n * n)       # unbiased for τ² item by item
+        ww = (n * n * w) ** 2
+        t2 = max(float(np.sum(ww * r2) / np.sum(ww)), 1e-4)
+    m = np.clip(coef[0] + coef[1] * x, -clip, clip)
+    return np.clip((t2 * n * S + V * m) / (t2 * n * n + V), -clip, clip)

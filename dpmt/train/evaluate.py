@@ -95,23 +95,26 @@ def evaluate_ratings(model, train, eval_set) -> dict:
     """RMSE of a rating model on ``eval_set.targets`` (overall and per popularity bucket of
     the training counts): each evaluated user folded in from their training ratings
     (``eval_set.history``) with the labels training used, y = clip(r − μ̂ − b̂_i, ±c) less
-    the user's own bias b_j; predictions μ̂ + b̂_i + b_j + ⟨u, v_i⟩ clipped to the rating
-    range."""
+    the user's own offsets b_j + ⟨w_j, f_i⟩ (refitted to the residual of u with
+    ``user_bias_refit``: :mod:`dpmt.labels`); predictions μ̂ + b̂_i + b_j + ⟨w_j, f_i⟩ +
+    ⟨u, v_i⟩ clipped to the rating range."""
     from dpmt.metrics import rmse
-    from dpmt.labels import centre_by_user, rating_labels
+    from dpmt.labels import refit_user_offsets, user_step_labels
 
     cfg = model.config
     buckets, counts = _buckets(train)
     hist = eval_set.history
-    labels = rating_labels(hist.value, model.offsets(hist.item), cfg.label_clip)
-    bias = np.zeros(hist.n_users)
-    if cfg.rating_user_bias:           # each user's own bias, from their history only
-        labels, bias = centre_by_user(labels, hist.user, hist.n_users, cfg.user_bias_reg,
-                                      cfg.label_clip)
+    # each user's own offsets, from their history only (dpmt.labels.user_step_labels)
+    feats = model.user_features()
+    labels, off, resid = user_step_labels(hist.value, model.offsets(hist.item), hist.user,
+                                          hist.item, hist.n_users, cfg, feats)
     U = model.user_embeddings(hist, labels=labels)
+    if cfg.rating_bias_refit:          # refitted to the residual of u_j, as in training
+        off = refit_user_offsets(resid, hist.user, hist.item, hist.n_users, U,
+                                 model.item_embeddings, cfg, feats)
     tg = eval_set.targets
     m = rmse(U, model.item_embeddings, tg,
-             offset=model.offsets(tg.item) + bias[np.asarray(tg.user)],
+             offset=model.offsets(tg.item) + off.per_rating(tg.user, tg.item),
              item_buckets=buckets, clip=cfg.rating_bounds)
     _bucket_ranges(m, buckets, counts)
     m["privacy"] = model.privacy_summary()

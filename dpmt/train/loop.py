@@ -113,8 +113,21 @@ def iterate(run: TrainingRun, t: int) -> LoopState:
     cfg, ledger = run.cfg, run.ledger
     k_gram, k_item = jax.random.split(jax.random.fold_in(run.k_iter, t))
     rel = None if run.plan is None else run.plan.iterations[t]
+    if not run.factors:
+        # a rating run without factors (dpmt.train.defaults.rating_factors): the sweep's
+        # planned releases are charged, not made; V stays 0 and the model is its biases
+        for r in () if rel is None else rel.all():
+            ledger.record(r)
+        run.state = LoopState(run.state.V, t + 1, run.state.item_state)
+        run.history.append({"iteration": t, "epsilon": run_epsilon(run),
+                            "seconds": time.time() - run.t_start})
+        return run.state
     V = run.state.V
+    if run.base_labels is not None:            # the user step reads y less the first b_j
+        run.steps.labels = run.user_labels
     run.U = U = run.steps.solve_users(V, run.U)
+    if run.base_labels is not None:            # … the item step y less the refitted b_j
+        run.steps.labels = refitted_labels(run, U, V)
     extra = None
     if cfg.gravity > 0:
         sigma_g = charge(ledger, None if rel is None else rel.gramian)
@@ -134,6 +147,22 @@ def iterate(run: TrainingRun, t: int) -> LoopState:
     return run.state
 
 
+def refitted_labels(run: TrainingRun, U, V):
+    """The item step's labels of a rating run with ``user_bias_refit``: clip(r − μ̂ − b̂_i −
+    b_j − ⟨w_j, f_i⟩, ±c), the user's offsets refitted to the residual of the user step's
+    u_j (:func:`dpmt.labels.refit_user_offsets`; user j's own ratings and released values
+    only). The clip keeps |y| ≤ c, the bound of the item step's sensitivity, whatever the
+    user's offsets are."""
+    from dpmt.labels import refit_user_offsets
+
+    cfg, train = run.cfg, run.train
+    off = refit_user_offsets(run.base_labels, train.user, train.item, train.n_users, U, V, cfg,
+                             run.user_features)
+    y = np.clip(run.base_labels - off.per_rating(train.user, train.item),
+                -cfg.label_clip, cfg.label_clip).astype(np.float32)
+    return run.steps.replicated(y)
+
+
 def run_epsilon(run: TrainingRun) -> float:
     """ε spent so far (∞ for a non-private run)."""
     return math.inf if run.ledger is None else run.ledger.epsilon()
@@ -148,7 +177,8 @@ def finish(run: TrainingRun) -> Model:
     if cfg.dataset == DEFAULT_DATASET and not str(run.train.name).startswith(cfg.dataset):
         # trained from Python on other data, the config's dataset left at its default
         model_cfg = model_cfg.replace(dataset=data_label(run.train.name))
-    if counts is None and not cfg.private and model_cfg.uses_popularity_prior:
+    if counts is None and not cfg.private and (model_cfg.uses_popularity_prior
+                                               or model_cfg.rating_slopes):
         counts = run.train.item_counts()        # non-private (ε = ∞): the exact counts
         if run.steps.aggregate is not None:
             counts = run.steps.aggregate(counts)

@@ -60,6 +60,8 @@ from dpmt.solvers.ssp import gramian_sensitivity
 from dpmt.registry import TASKS, WEIGHTINGS
 from dpmt.train.methods import method_of
 
+#: the rating task's private mean μ̂: its noise relative to the counts' (count_noise_ratio)
+MEAN_NOISE_RATIO = 3.0
 #: the share of δ given to private partition selection (no public item catalogue): the
 #: probability δ_ps = PARTITION_DELTA_SHARE·δ that an item only the added user rated is kept
 PARTITION_DELTA_SHARE = 0.1
@@ -218,8 +220,11 @@ def planned_releases(cfg: TrainConfig, *, select_items: bool = False,
         # the lattice, so the sum moves by ≤ k·L lattice units and the count by ≤ k
         lo, hi = cfg.rating_bounds
         rel_sum, rel_cnt = mean_releases(k, lo, hi, 1.0, 1.0)
-        plan.append(_planned(rel_sum, noise_ratio=cfg.count_noise_ratio))
-        plan.append(_planned(rel_cnt, noise_ratio=cfg.count_noise_ratio))
+        # μ̂ only centres the labels: the user biases and the offsets' prior absorb its error,
+        # so it takes MEAN_NOISE_RATIO times the counts' noise (a small share of the budget)
+        ratio = cfg.count_noise_ratio * MEAN_NOISE_RATIO
+        plan.append(_planned(rel_sum, noise_ratio=ratio))
+        plan.append(_planned(rel_cnt, noise_ratio=ratio))
     if releases_counts(cfg) or (cfg.private and select_items):
         delta_ps = 0.0
         if select_items:

@@ -40,7 +40,7 @@ from dpmt.registry import TASKS
 from dpmt.train.checkpoint import Checkpoint, LoopState, data_fingerprint
 from dpmt.train.checks import (check_inputs, check_resumed_ledger, check_weight_budget,
                                warn_if_delta_protects_nobody)
-from dpmt.labels import centre_by_user, rating_labels
+from dpmt.labels import item_statistics, rating_labels, user_step_labels
 from dpmt.train.methods import ItemMethod, initial_item_state, make_steps, method_of
 from dpmt.train.plan import (PrivacyPlan, make_plan, releases_counts, resolved_plan,
                              sampler_draws)
@@ -79,6 +79,9 @@ class TrainingRun:
     history: list = dataclasses.field(default_factory=list)
     offset: float | None = None
     item_offsets: np.ndarray | None = None
+    base_labels: np.ndarray | None = None   # rating, user_bias_refit: r − μ̂ − b̂_i
+    user_labels: Any = None                 # … and the user step's labels, y less the first b_j
+    user_features: np.ndarray | None = None  # … the item statistics f_i of the user slopes
     released_counts: np.ndarray | None = None
     noisy_counts: np.ndarray | None = None
     noisy_n: float | None = None
@@ -88,6 +91,7 @@ class TrainingRun:
     t_start: float = 0.0
     t_loop: float = 0.0
     U: Any = None
+    factors: bool = True    # rating task: False = the bias model alone (dpmt.train.defaults)
 
 
 def setup(train, config: TrainConfig | None = None, *, validation=None, test=None,
@@ -162,16 +166,22 @@ def setup(train, config: TrainConfig | None = None, *, validation=None, test=Non
             train, eval_set, item_features, labels, selected)
         noisy_counts = np.asarray(noisy_counts)[selected]
     V0 = initial_items(k_init, train.n_items, cfg.dim, cfg.init_scale)
+    if cfg.iterations == 0:              # the rating task's bias model alone: no factors
+        V0 = jnp.zeros_like(V0)
     # 3. rating task: private item offsets b̂_i, then y = clip(r − μ̂ − b̂_i, ±c)
     item_offsets = None
     if cfg.rating_offsets:
         item_offsets = once.get("item_offsets", lambda: release_item_offsets(
             cfg, plan, ledger, train, labels, noisy_counts, src))
-        labels = rating_labels(train.value, offset + item_offsets[train.item], cfg.label_clip)
-    # 3b. each user's own bias out of the labels (never released: joint DP, like u_j)
-    if cfg.rating_user_bias:
-        labels, _ = centre_by_user(labels, train.user, train.n_users, cfg.user_bias_reg,
-                                   cfg.label_clip)
+    # 3b. each user's own bias out of the labels (never released: joint DP, like u_j); with
+    # user_bias_refit the loop refits it after each user step (dpmt.train.loop.iterate)
+    base_labels = features = None
+    if TASKS[cfg.task].labelled:
+        features = item_statistics(item_offsets, train.item_counts() if plan is None
+                                   else noisy_counts)
+        off = offset + (0.0 if item_offsets is None else item_offsets[train.item])
+        labels, _, base_labels = user_step_labels(train.value, off, train.user, train.item,
+                                                  train.n_users, cfg, features)
     # 4. the private spectral start (issue 10), once; a resumed run restarts from its saved
     # V (the release is already in the checkpoint's ledger: check_resumed_ledger)
     if cfg.spectral_start and not saved:
@@ -187,6 +197,15 @@ def setup(train, config: TrainConfig | None = None, *, validation=None, test=Non
         if resolved is None:
             model_cfg, why = resolve(method_of(cfg).planned_config(cfg), noisy_n)
         plan = resolved or plan
+    # the rating task's factors: trained, or (small n̂·ε) the planned sweeps charged only
+    factors = True
+    if TASKS[cfg.task].labelled:
+        from dpmt.train.defaults import rating_factors
+
+        factors, reason = rating_factors(model_cfg, noisy_n)
+        why.append(("factors", "on" if factors else "off", reason))
+        if not factors:
+            V0 = jnp.zeros_like(V0)
     if why:
         log.info("auto settings: %s", explain(why))
     w = compute_weights(model_cfg, train, noisy_counts, noisy_n,
@@ -208,7 +227,9 @@ def setup(train, config: TrainConfig | None = None, *, validation=None, test=Non
         train=train, eval_set=eval_set, method=method_of(model_cfg), steps=steps, state=state,
         k_iter=src.jax_key("iterations"),
         n_norm=float(noisy_n) if noisy_n is not None else _user_count(train, aggregate),
-        history=history, U=U, offset=offset, item_offsets=item_offsets,
+        history=history, U=U, offset=offset, item_offsets=item_offsets, factors=factors,
+        base_labels=base_labels if cfg.rating_bias_refit else None, user_features=features,
+        user_labels=steps.labels if cfg.rating_bias_refit else None,
         released_counts=released_counts, noisy_counts=noisy_counts, noisy_n=noisy_n,
         selected=selected, checkpoint=ckpt, fingerprints=fingerprints, t_start=t_start,
         t_loop=time.time())
@@ -336,14 +357,14 @@ def restrict_items(train, eval_set, item_features, labels, keep: np.ndarray):
 
 def release_item_offsets(cfg: TrainConfig, plan, ledger, train, labels, noisy_counts,
                           src: NoiseSource) -> np.ndarray:
-    """b̂_i from private per-item sums of the centred labels (exact means if non-private)."""
+    """b̂_i from private per-item sums of the centred labels (:func:`dpmt.privacy.mechanisms.
+    private_item_offsets`); non-private, the exact damped item biases fitted jointly with the
+    user biases (:func:`exact_item_offsets`)."""
     from dpmt.privacy.mechanisms import private_item_offsets
 
     if plan is None:
-        sums = np.bincount(train.item, weights=np.asarray(labels, np.float64),
-                           minlength=train.n_items)
-        n = np.bincount(train.item, minlength=train.n_items)
-        return np.clip(sums / (n + 5.0), -cfg.label_clip, cfg.label_clip)
+        return exact_item_offsets(labels, train, cfg.label_clip,
+                                  cfg.user_bias_reg if cfg.rating_user_bias else None)
     b = private_item_offsets(labels, train.user, train.item, train.n_items, noisy_counts,
                              k=cfg.effective_count_cap, clip=cfg.label_clip,
                              noise_std=plan.item_offsets.noise_std,
@@ -351,6 +372,29 @@ def release_item_offsets(cfg: TrainConfig, plan, ledger, train, labels, noisy_co
                              noise_rng=src.random("offsets/noise"))
     ledger.record(plan.item_offsets)
     return b
+
+
+#: the damping of the non-private item biases b_i = Σ_j (y_ij − b_j) / (n_i + λ_i)
+ITEM_BIAS_REG = 5.0
+#: alternations of the non-private item and user biases
+BIAS_ROUNDS = 10
+
+
+def exact_item_offsets(labels, train, clip: float, user_reg: float | None) -> np.ndarray:
+    """Non-private item biases (standard damped baseline estimates): b_i = Σ_j (y_ij − b_j) /
+    (n_i + λ_i) alternated :data:`BIAS_ROUNDS` times with the user biases b_j = Σ_i (y_ij −
+    b_i) / (n_j + ``user_reg``) (no user bias: ``user_reg`` None), λ_i = :data:`ITEM_BIAS_REG`;
+    clipped to ±c. Reads exact data: only for a run without privacy."""
+    y = np.asarray(labels, np.float64)
+    item, user = np.asarray(train.item), np.asarray(train.user)
+    n_i = np.bincount(item, minlength=train.n_items)
+    n_u = np.bincount(user, minlength=train.n_users)
+    b_u = np.zeros(train.n_users)
+    for _ in range(BIAS_ROUNDS if user_reg is not None else 1):
+        b_i = np.bincount(item, y - b_u[user], train.n_items) / (n_i + ITEM_BIAS_REG)
+        if user_reg is not None:
+            b_u = np.bincount(user, y - b_i[item], train.n_users) / (n_u + user_reg)
+    return np.clip(b_i, -clip, clip)
 
 
 def spectral_start(cfg: TrainConfig, plan, ledger, train, noisy_counts, V_random, key
