@@ -143,7 +143,7 @@ def test_rating_task_configuration_is_checked():
         TrainConfig(task="rating", split="random", label_clip=0)
 
 
-def test_rating_runs_resume_with_the_released_mean(tmp_path, monkeypatch, split):
+def test_rating_runs_resume_with_the_released_mean(tmp_path, monkeypatch, split, factors_on):
     from dpmt.train import checkpoint as ck
 
     real, calls = ck.Checkpoint.save, []
@@ -158,6 +158,9 @@ def test_rating_runs_resume_with_the_released_mean(tmp_path, monkeypatch, split)
     with pytest.raises(KeyboardInterrupt):
         dpmt.fit(split.train, _cfg(iterations=3), execution=QUIET, run_dir=tmp_path)
     monkeypatch.undo()
+    import dpmt.train.defaults as defaults
+
+    monkeypatch.setattr(defaults, "RATING_FACTORS_SCALE", 0.0)     # undone above: factors on
     # the interrupted run's secret noise key is in its private state; an uninterrupted run
     # from the same key is the reference
     import json
@@ -169,6 +172,7 @@ def test_rating_runs_resume_with_the_released_mean(tmp_path, monkeypatch, split)
                  resume=True)
     assert m.label_offset == ref.label_offset
     np.testing.assert_allclose(m.item_embeddings, ref.item_embeddings, atol=1e-6)
+    assert np.any(m.item_embeddings)                  # factors trained (factors_on)
     assert len(m.ledger) == len(ref.ledger)
 
 
@@ -261,7 +265,8 @@ def test_the_solver_sees_bias_centred_labels_inside_the_clip(biased_split, seen_
     assert np.abs(per_user).mean() < 0.5 * np.abs(raw).mean()
 
 
-def test_the_user_bias_lowers_rmse_and_predict_agrees_with_the_evaluation(biased_split):
+def test_the_user_bias_lowers_rmse_and_predict_agrees_with_the_evaluation(biased_split,
+                                                                          factors_on):
     cfg = _cfg(epsilon=5.0, noise_seed=0)
     with_bias = dpmt.fit(biased_split.train, cfg, test=biased_split.test, execution=QUIET)
     without = dpmt.fit(biased_split.train, cfg.replace(user_bias=False), test=biased_split.test,
@@ -281,3 +286,172 @@ def test_the_user_bias_lowers_rmse_and_predict_agrees_with_the_evaluation(biased
     truth = tg.value[tg.user == j]
     assert m["overall"]["rmse"] == pytest.approx(float(np.sqrt(np.mean((p - truth) ** 2))),
                                                  rel=1e-4)
+
+
+# -- the rating defaults (issue 28): the task's rule, the budget split, the bias model -------
+@pytest.fixture
+def factors_on(monkeypatch):
+    """Private rating runs train their factors whatever n̂·ε (the rule's threshold at 0)."""
+    import dpmt.train.defaults as defaults
+
+    monkeypatch.setattr(defaults, "RATING_FACTORS_SCALE", 0.0)
+
+
+def test_the_rating_rule_picks_its_settings_and_follows_replace():
+    from dpmt.tasks import IMPLICIT_SETTINGS, RATING_NONPRIVATE
+
+    cfg = TrainConfig(task="rating", split="random", epsilon=1.0)
+    assert (cfg.solver, cfg.gravity, cfg.user_clip, cfg.iterations) == ("ssp", 0.0, 1.0, 2)
+    assert (cfg.label_clip, cfg.effective_count_cap, cfg.count_noise_ratio) == (1.0, 50, 0.15)
+    five = cfg.replace(epsilon=5.0)                       # the rule re-applied by replace
+    assert (five.label_clip, five.effective_count_cap) == (1.5, 100)
+    nonpriv = cfg.replace(private=False)
+    assert {k: getattr(nonpriv, k) for k in RATING_NONPRIVATE} == RATING_NONPRIVATE
+    # a value given is kept, through replace too; the implicit task keeps its defaults
+    mine = TrainConfig(task="rating", split="random", gravity=0.3, label_clip=2.0)
+    assert (mine.replace(epsilon=1.0).gravity, mine.replace(epsilon=1.0).label_clip) == \
+        (0.3, 2.0)
+    assert {k: getattr(TrainConfig(), k) for k in IMPLICIT_SETTINGS} == IMPLICIT_SETTINGS
+    assert TrainConfig().replace(task="rating", split="random").solver == "ssp"
+    # a stored config holds the numbers it trained with
+    assert TrainConfig.from_dict(cfg.stored()) == cfg
+
+
+def test_the_plan_gives_the_once_only_releases_most_of_the_budget():
+    """Private rating defaults: μ̂ at MEAN_NOISE_RATIO × the counts' noise multiplier, the
+    counts and the offsets' sums at count_noise_ratio × the factors' — a wrong split or a
+    wrong sensitivity would move these ratios — and the whole plan within ε."""
+    from dpmt.train.plan import MEAN_NOISE_RATIO, make_plan
+
+    cfg = TrainConfig(task="rating", split="random", epsilon=5.0)
+    plan = make_plan(cfg)
+    z = lambda r: r.noise_std / r.sensitivity              # noqa: E731
+    assert z(plan.mean_sum) == pytest.approx(MEAN_NOISE_RATIO * z(plan.counts), rel=1e-9)
+    assert z(plan.mean_count) == pytest.approx(z(plan.mean_sum), rel=1e-9)
+    assert z(plan.item_offsets) == pytest.approx(z(plan.counts), rel=1e-9)
+    A, b = plan.iterations[0].item
+    assert z(plan.counts) == pytest.approx(0.15 * z(b), rel=1e-6)
+    assert plan.epsilon <= 5.0 * (1 + 1e-6)
+    k = cfg.effective_count_cap
+    assert plan.counts.coordinates == k + 1 and plan.item_offsets.coordinates == k == 100
+
+
+def test_without_factors_the_planned_sweeps_are_charged_and_nothing_is_trained(split,
+                                                                               monkeypatch):
+    """Below the n̂·ε rule the model is its biases: V = 0, the item step never runs, and the
+    ledger charges every planned release (so the guarantee is the plan's)."""
+    import dpmt.train.loop as loop
+    from dpmt.train.plan import make_plan
+
+    calls = []
+    real = loop.iterate
+
+    def spy(run, t):
+        run.steps.item_step = run.steps.item_step._replace(
+            update=lambda *a, **k: calls.append(1)) if hasattr(
+                run.steps.item_step, "_replace") else run.steps.item_step
+        return real(run, t)
+
+    monkeypatch.setattr(loop, "iterate", spy)
+    cfg = TrainConfig(task="rating", split="random", epsilon=1.0, noise_seed=0)
+    m = dpmt.fit(split.train, cfg, test=split.test, execution=QUIET)
+    assert "factors = off" in m.auto_settings
+    assert not np.any(m.item_embeddings) and not calls
+    plan = make_plan(cfg, draws=None)
+    assert len(m.ledger) == len(plan.releases()) >= 6
+    assert m.epsilon == pytest.approx(plan.epsilon, rel=1e-3) and m.epsilon <= 1.0 + 1e-6
+    # the bias model still beats the run's own private global mean
+    from dpmt.train.evaluate import mean_rating_metrics
+
+    gm = mean_rating_metrics(m.label_offset, split.train, split.test, {})["overall"]["rmse"]
+    assert m.metrics["overall"]["rmse"] < gm - 0.05
+
+
+def test_refitted_item_step_labels_stay_inside_the_clip(split, factors_on):
+    """With factors on, the item step reads clip(r − μ̂ − b̂_i − b_j − ⟨w_j, f_i⟩, ±c) with
+    the user's offsets refitted after the user step: still |y| ≤ c (the b-sensitivity's
+    bound), whatever the offsets are."""
+    from dpmt.train.loop import iterate
+    from dpmt.train.training_run import setup
+
+    cfg = TrainConfig(task="rating", split="random", epsilon=5.0, noise_seed=0, dim=2,
+                      label_clip=0.5)
+    run = setup(split.train, cfg, execution=QUIET)
+    assert run.factors and run.base_labels is not None
+    seen = []
+    real = run.steps.item_step.update
+
+    def update(*a, **k):
+        seen.append(np.asarray(run.steps.labels))
+        return real(*a, **k)
+
+    run.steps.item_step = run.steps.item_step.__class__(run.steps.item_step.init, update)
+    iterate(run, 0)
+    y = seen[0]
+    assert y.shape == (split.train.nnz,) and np.abs(y).max() <= 0.5 + 1e-6
+    assert np.mean(np.isclose(np.abs(y), 0.5)) > 0.01                  # the clip is active
+    assert not np.array_equal(y, np.asarray(run.user_labels))          # refitted, not first
+
+
+def test_nonprivate_biased_als_beats_the_bias_model_on_planted_factors(split):
+    """The planted ratings have a rank-2 taste: the rating defaults' non-private biased ALS
+    must beat its own bias model (μ + b_i + b_j + slopes, iterations=0) clearly, and the
+    bias model the global mean."""
+    from dpmt.train.evaluate import mean_rating_metrics
+
+    cfg = TrainConfig(task="rating", split="random", private=False, dim=4)
+    als = dpmt.fit(split.train, cfg, test=split.test, execution=QUIET)
+    bias = dpmt.fit(split.train, cfg.replace(iterations=0), test=split.test, execution=QUIET)
+    gm = mean_rating_metrics(float(np.mean(split.train.value)), split.train, split.test,
+                             {})["overall"]["rmse"]
+    a, b = als.metrics["overall"]["rmse"], bias.metrics["overall"]["rmse"]
+    assert a < b - 0.05 and b < gm - 0.1, (a, b, gm)
+
+
+def test_user_offsets_read_only_the_users_own_ratings():
+    """b_j and w_j (joint DP: never released) of a user do not move when other users'
+    ratings change; with no slopes they are the shrunk mean."""
+    from types import SimpleNamespace
+
+    from dpmt.labels import fit_user_offsets, item_statistics, user_step_labels
+
+    rng = np.random.default_rng(0)
+    users, items = np.repeat(np.arange(3), 6), np.tile(np.arange(6), 3)
+    r = rng.uniform(1, 5, 18)
+    F = item_statistics(rng.normal(0, 0.3, 6), rng.integers(1, 50, 6))
+    cfg = SimpleNamespace(label_clip=1.0, rating_user_bias=True, rating_bias_refit=True,
+                          rating_slopes=True, user_bias_reg=2.0)
+    y, off, resid = user_step_labels(r, 3.5, users, items, 3, cfg, F)
+    r2 = r.copy()
+    r2[users != 0] = 5.0                                     # others' ratings changed
+    _, off2, _ = user_step_labels(r2, 3.5, users, items, 3, cfg, F)
+    assert off.bias[0] == off2.bias[0]
+    np.testing.assert_array_equal(off.slopes[0], off2.slopes[0])
+    assert np.abs(y).max() <= 1.0 + 1e-6
+    plain = fit_user_offsets(r - 3.5, users, items, 3, 2.0)
+    np.testing.assert_allclose(plain.bias, [(r[users == j] - 3.5).sum() / 8 for j in range(3)])
+
+
+def test_shrunk_offsets_follow_the_data_or_the_popularity_prior():
+    """Post-processing of the released sums: with little noise b̂_i ≈ the item means; with
+    noise far above the sums, each item gets the popularity trend a + g·log ñ_i fitted to
+    the released values, not its noisy sum (and not 0 when popular items rate higher)."""
+    from dpmt.privacy.mechanisms import shrunk_offsets
+
+    rng = np.random.default_rng(0)
+    m = 400
+    n = np.exp(rng.uniform(np.log(5), np.log(2000), m)).round()
+    b = 0.2 * (np.log(n) - np.log(n).mean()) + rng.normal(0, 0.3, m)
+    sums = n * b + rng.normal(0, np.sqrt(n))                 # per-rating spread ν = 1
+    quiet = shrunk_offsets(sums, n, 1e-3, 2.0)
+    big = n > 500
+    assert np.abs(quiet[big] - b[big]).max() < 0.15
+    # noise σ = 300: a rare item's sum is noise, but 400 items still show the trend
+    loud = shrunk_offsets(sums + rng.normal(0, 300, m), n, 300.0, 2.0)
+    trend = 0.2 * (np.log(n) - np.log(n).mean())
+    rare = n < 50
+    assert np.corrcoef(loud[rare], np.log(n[rare]))[0, 1] > 0.95   # the prior: a line
+    assert np.abs(loud[rare] - trend[rare]).mean() < 0.5 * np.abs(trend[rare]).mean()
+    # and the shrinkage helps: closer to the truth than the raw noisy means
+    raw = (sums + rng.normal(0, 300, m)) / n
+    assert np.mean((loud - b) ** 2) < 0.2 * np.mean((raw - b) ** 2)
