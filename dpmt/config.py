@@ -25,6 +25,7 @@ from typing import Any
 from dpmt.config_schema import CONFIG_VERSION, migrate
 from dpmt.errors import ConfigError, check_range
 from dpmt.registry import ITEM_SOLVES, SOLVERS, TASKS, WEIGHTINGS
+from dpmt.tasks import TASK_RULE as _TASK, USER_OFFSETS, apply_task_settings
 
 SPLITS = ("per-user", "heldout-users", "random")
 ENCODERS = ("embedding", "mlp")
@@ -161,32 +162,16 @@ class TrainConfig:
     on_duplicate: str = _f("error", "what to do with duplicate (user, item) pairs in a file: "
                            "error, or keep-last (the latest rating)", "data",
                            choices=ON_DUPLICATE)
-    label_clip: float | None = _f(None, "rating task: labels y = r − μ̂ − b̂_i are clipped "
-                                  "to [−c, c]; the b-statistics' sensitivity is √β·C·c",
-                                  "data", none="the task's rule (dpmt.tasks.Rating.settings)")
-    item_offsets: bool = _f(True, "rating task: do not release private per-item offsets "
-                            "(ratings are then centred by the global mean only)", "data",
-                            flag="--no-item-offsets")
-    user_bias: bool = _f(True, "rating task: no per-user bias b_j (by default each user's "
-                         "shrunk mean label b_j = Σ y/(n_j + λ_b) is taken out of the labels "
-                         "and added back to the predictions; solved from the user's own "
-                         "ratings and never released, like u_j)", "data",
+    label_clip: float | None = _f(None, "rating task: labels y = r − μ̂ − b̂_i clipped to "
+                                  "[−c, c] (sensitivity √β·C·c)", "data", none=_TASK)
+    item_offsets: bool = _f(True, "rating task: no private item offsets (only the global "
+                            "mean centres the ratings)", "data", flag="--no-item-offsets")
+    user_bias: bool = _f(True, "rating task: no per-user bias b_j (solved from the user's "
+                         "own ratings, never released, like u_j: dpmt.labels)", "data",
                          flag="--no-user-bias")
-    user_bias_reg: float = _f(2.0, "rating task: λ_b, the shrinkage of the user bias "
-                              "b_j = Σ y/(n_j + λ_b) (2: best of 2, 5, 15 on ML-100K "
-                              "validation at every ε, experiments/rating_sweep.py)", "data")
-    user_bias_refit: bool = _f(True, "rating task: keep b_j as first solved (by default, "
-                               "once u_j is solved from the labels less b_j, b_j is refitted "
-                               "to the residual Σ(y − ⟨u_j, v_i⟩)/(n_j + λ_b), from the "
-                               "user's own ratings and never released; the item step and the "
-                               "predictions use the refitted b_j)", "data",
-                               flag="--no-user-bias-refit")
-    user_slopes: bool = _f(True, "rating task: no user slopes w_j (by default, with "
-                           "user_bias_refit, each user's b_j comes with slopes w_j on the "
-                           "standardised released item offset b̂_i and log count log ñ_i, "
-                           "fitted with b_j from the user's own ratings and never released: "
-                           "post-processing of the releases, no privacy cost)", "data",
-                           flag="--no-user-slopes")
+    user_bias_reg: float = _f(2.0, "rating task: λ_b, the ridge of the user bias b_j", "data")
+    user_offsets: str = _f("slopes", "rating task: a user's own offsets (b_j; with slopes on "
+                           "b̂_i, log ñ_i; dpmt.labels)", "data", choices=USER_OFFSETS)
     positive_threshold: float = _f(3.5, "ratings above this are positives (3.5: 4 and 5 "
                                    "stars)", "data")
     split: str = _f("per-user", "per-user: each user's positives split train/validation/test; "
@@ -209,18 +194,13 @@ class TrainConfig:
     # -- model -------------------------------------------------------------------------
     dim: int = _f(32, "embedding dimension d", "model")
     iterations: int | None = _f(None, "alternating-minimisation sweeps (each one is "
-                                "charged)", "model",
-                                none="the task's rule (dpmt.tasks): 4; ratings 15 without "
-                                "privacy, else 2")
+                                "charged)", "model", none=_TASK)
     reg: float | None = _f(None, "ridge λ of the user and item systems", "model",
                            none="a rule from n̂ and ε (dpmt.train.defaults): 10 for noisy GD "
                            "below n̂·ε = 1200, else 3")
-    gravity: float | None = _f(None, "α0, weight of the unobserved pairs (α0 VᵀV, α0 Ĝ_U)",
-                               "model", none="the task's rule (dpmt.tasks): 0.5; ratings 0")
-    user_clip: float | None = _f(None, "C: user embeddings are clipped to ‖u‖ ≤ C (bounds "
-                                 "the sensitivity of every item-step release)", "model",
-                                 none="the task's rule (dpmt.tasks): 0.1; ratings 1, or no "
-                                 "clip (1000) without privacy")
+    gravity: float | None = _f(None, "α0, weight of the unobserved pairs", "model", none=_TASK)
+    user_clip: float | None = _f(None, "C: user embeddings clipped to ‖u‖ ≤ C (bounds every "
+                                 "item-step release's sensitivity)", "model", none=_TASK)
     init_scale: float = _f(0.1, "scale of the data-independent initial item embeddings",
                            "model")
     init: str = _f("random", "initial item embeddings: random (data-independent) or "
@@ -251,15 +231,12 @@ class TrainConfig:
     budget: float = _f(30.0, "β: per-user bound on Σ_i w_ij² (= k items for uniform/tail)",
                        "weights")
     count_cap: int | None = _f(None, "per-user cap k on the items counted by the private "
-                               "counts (and, for ratings, by the private mean and item "
-                               "offsets)", "weights",
-                               none="β rounded; for ratings by ε, at least β (dpmt.tasks)")
+                               "counts", "weights", none="β rounded; ratings: dpmt.tasks")
 
     # -- solver ------------------------------------------------------------------------
-    solver: str | None = _f(None, "private item step: ssp (sufficient-statistics "
-                            "perturbation, Algorithm 1) or gd (noisy gradient descent, "
-                            "Algorithm 2)", "solver", choices=SOLVERS,
-                            none="the task's rule (dpmt.tasks): gd; ratings ssp")
+    solver: str | None = _f(None, "private item step: ssp (sufficient-statistics perturbation, "
+                            "Algorithm 1) or gd (noisy GD, Algorithm 2)", "solver",
+                            choices=SOLVERS, none=_TASK)
     gd: GDConfig = dataclasses.field(default_factory=GDConfig, metadata={"cli": False})
     item_solve: str = _f("cg", "how SSP makes the noisy item systems well-posed and solves "
                          "them (post-processing, no privacy cost): cg (Â + s·I with s from the "
@@ -294,11 +271,8 @@ class TrainConfig:
     count_noise_multiplier: float | None = _f(None, "fixed noise multiplier z of the private "
                                               "item counts", "privacy", flag="--count-noise",
                                               none="calibrated with the rest")
-    count_noise_ratio: float | None = _f(None, "noise of the counts (and of a rating run's "
-                                         "mean and item offsets) relative to the other "
-                                         "releases", "privacy",
-                                         none="the task's rule (dpmt.tasks): 1; private "
-                                         "ratings 0.15")
+    count_noise_ratio: float | None = _f(None, "noise of the counts (ratings: and μ̂, b̂_i) "
+                                         "relative to the others", "privacy", none=_TASK)
     b_noise_ratio: float = _f(1.0, "noise of b̂ relative to Â (SSP)", "privacy")
     gram_noise_ratio: float = _f(1.0, "noise of the Gramian Ĝ_U relative to Â", "privacy")
     spectral_noise_ratio: float = _f(1.0, "noise of the spectral start's co-occurrence "
@@ -314,7 +288,7 @@ class TrainConfig:
                                 "private state")
 
     def __post_init__(self):
-        _resolve_task_settings(self)
+        apply_task_settings(self)                     # None: the task's (dpmt.tasks)
         if not isinstance(self.gd, GDConfig):
             raise ConfigError(f"gd must be a GDConfig (got {type(self.gd).__name__}); use "
                               "TrainConfig(gd=GDConfig(steps=...))")
@@ -323,7 +297,7 @@ class TrainConfig:
         for name, allowed in [("solver", SOLVERS), ("weights", WEIGHTINGS), ("split", SPLITS),
                               ("accountant", ACCOUNTANTS), ("on_duplicate", ON_DUPLICATE),
                               ("item_solve", ITEM_SOLVES), ("user_solve", USER_SOLVES),
-                              ("task", TASKS)]:
+                              ("task", TASKS), ("user_offsets", USER_OFFSETS)]:
             _check_choice(name, getattr(self, name), allowed)
         if self.items is not None and (not isinstance(self.items, str) or not self.items):
             raise ConfigError(f"items must be the path of an item catalogue file (got "
@@ -335,9 +309,8 @@ class TrainConfig:
         # upper bounds: beyond them a run is meaningless or overflows float32/float64 (they
         # are far outside anything useful, and refusing is better than a NaN or a traceback)
         check_range("dim", self.dim, low=1, high=MAX_DIM, integer=True)
-        # 0 iterations: the rating task's bias model alone (μ̂ + b̂_i + b_j, no factors)
         check_range("iterations", self.iterations, low=0 if TASKS[self.task].labelled else 1,
-                    high=10_000, integer=True)
+                    high=10_000, integer=True)        # ratings: 0 = the bias model alone
         check_range("cg_steps", self.cg_steps, low=1, high=MAX_DIM, integer=True)
         if self.reg is not None:
             check_range("reg", self.reg, low=0.0, high=BIG, low_open=True)
@@ -430,9 +403,7 @@ class TrainConfig:
 
     @property
     def effective_count_cap(self) -> int:
-        """k: ``count_cap``, or the task's (β rounded; ratings at least 100)."""
-        return int(self.count_cap) if self.count_cap is not None else \
-            TASKS[self.task].count_cap(self)
+        return TASKS[self.task].count_cap(self)             # count_cap, or the task's
 
     @property
     def uses_popularity_prior(self) -> bool:
@@ -446,16 +417,6 @@ class TrainConfig:
         return TASKS[self.task].labelled and self.user_bias
 
     @property
-    def rating_bias_refit(self) -> bool:
-        """Whether a rating model refits each user's bias to the residual of u_j."""
-        return self.rating_user_bias and self.user_bias_refit
-
-    @property
-    def rating_slopes(self) -> bool:
-        """Whether a rating model fits user slopes on the released item statistics."""
-        return self.rating_bias_refit and self.user_slopes
-
-    @property
     def rating_offsets(self) -> bool:
         """Whether the run releases private per-item offsets (rating task)."""
         return TASKS[self.task].labelled and self.item_offsets
@@ -464,9 +425,8 @@ class TrainConfig:
         """A copy with ``changes``; ``gd=dict(...)`` updates fields of the GD sub-config."""
         if isinstance(changes.get("gd"), dict):
             changes["gd"] = dataclasses.replace(self.gd, **changes["gd"])
-        for name in getattr(self, "_by_task", ()):    # left to the task's rule: re-applied
-            changes.setdefault(name, None)
-        return dataclasses.replace(self, **changes)
+        return dataclasses.replace(self, **{**dict.fromkeys(getattr(self, "_by_task", ())),
+                                            **changes})   # the task's settings re-applied
 
     def to_dict(self) -> dict[str, Any]:
         """The fields without ``config_version``: what :meth:`fingerprint` and the grids'
@@ -565,26 +525,6 @@ class ExecutionConfig:
             raise ConfigError(f"data_dir must be a non-empty path (got {self.data_dir!r})")
         if self.lapack_threads is not None:
             check_range("lapack_threads", self.lapack_threads, low=0, integer=True)
-
-
-#: settings whose default (None) is the task's (:meth:`dpmt.tasks.Task.settings`)
-TASK_SETTINGS = ("solver", "gravity", "user_clip", "iterations", "label_clip",
-                 "count_noise_ratio")
-
-
-def _resolve_task_settings(cfg) -> None:
-    """The fields of :data:`TASK_SETTINGS` left at None take the task's values (they may
-    depend on ``private`` and ``epsilon``: public), written into the (frozen) config so
-    every reader sees numbers; :meth:`TrainConfig.replace` re-applies the rule to them, so
-    ``cfg.replace(epsilon=1)`` follows it. An unknown task is refused by the checks after."""
-    if not isinstance(cfg.task, str) or cfg.task not in TASKS:
-        return
-    auto = tuple(f for f in TASK_SETTINGS if getattr(cfg, f) is None)
-    object.__setattr__(cfg, "_by_task", auto)
-    if auto:
-        values = TASKS[cfg.task].settings(cfg)
-        for f in auto:
-            object.__setattr__(cfg, f, values[f])
 
 
 def _check_types(cfg, prefix: str = "") -> None:

@@ -51,11 +51,11 @@ def _v2_to_v3(d: dict) -> dict:
 
 def _v3_to_v4(d: dict) -> dict:
     """Version 3 → 4: a rating model of version 3 took its user bias b_j from the clipped
-    labels and never refitted it, and had no user slopes; since version 4 ``user_bias_refit``
-    and ``user_slopes`` (default on) say whether it does, so a version-3 config without them
-    gets both off and folds users in as it was trained."""
+    labels and never refitted it, and had no user slopes; since version 4 ``user_offsets``
+    (default "slopes") says which, so a version-3 config without it gets "mean" and folds
+    users in as it was trained."""
     if d.get("task") == "rating":
-        return {"user_bias_refit": False, "user_slopes": False, **d}
+        return {"user_offsets": "mean", **d}
     return dict(d)
 
 

@@ -18,9 +18,23 @@ import numpy as np
 
 #: ratings per chunk of the per-rating scores (bounds the gathered (chunk, d) blocks)
 _CHUNK = 1 << 18
-#: ridge of the user slopes w_j on the standardised item statistics (``user_slopes``): chosen
-#: on ML-100K validation RMSE among 3, 10, 30, 100 at ε = 1, 5, 20 (experiments/rating_sweep.py)
+#: ridge of the user slopes w_j on the standardised item statistics (``user_offsets="slopes"``):
+#: of 30, 100, 300, the least validation RMSE summed over ML-100K and the 5k-user explicit
+#: synthetic at ε = 1, 5, 20 (experiments/rating_sweep.py; ML-100K alone preferred 30, the
+#: synthetic, whose users rate 32 items and have no slopes planted, 300)
 SLOPE_REG = 100.0
+
+
+def bias_refit(cfg) -> bool:
+    """Whether a rating model refits each user's offsets to the residual of u_j
+    (``user_offsets`` "refit" or "slopes", with ``user_bias``)."""
+    return cfg.rating_user_bias and cfg.user_offsets != "mean"
+
+
+def slopes(cfg) -> bool:
+    """Whether a rating model's user offsets include slopes on the item statistics
+    (``user_offsets="slopes"``, the default)."""
+    return bias_refit(cfg) and cfg.user_offsets == "slopes"
 
 
 def rating_labels(values, offset, clip: float) -> np.ndarray:
@@ -133,23 +147,23 @@ def user_step_labels(values, offsets, users, items, n_users: int, cfg, features=
     rating: the labels the user step solves u_j from, each user's own offsets and r − μ̂ − b̂_i.
     One function for training, the evaluation and the fold-in.
 
-    With ``user_bias_refit`` (the default) the user's offsets (b_j, and the slopes w_j on the
-    item statistics ``features`` with ``user_slopes``) are fitted to the unclipped residuals —
-    they are never released, so nothing needs bounding them — and y = clip(r − μ̂ − b̂_i − b_j
-    − ⟨w_j, f_i⟩, ±c); :func:`refit_user_offsets` refits them once u_j is solved. Without it
-    (config version 3's model), b_j is the shrunk mean of the clipped labels,
-    :func:`centre_by_user`. Without ``user_bias``, nothing: y = clip(r − μ̂ − b̂_i, ±c)."""
+    With ``user_offsets`` "refit" or "slopes" (the default) the user's offsets (b_j, and with
+    "slopes" the slopes w_j on the item statistics ``features``) are fitted to the unclipped
+    residuals — they are never released, so nothing needs bounding them — and y = clip(r − μ̂
+    − b̂_i − b_j − ⟨w_j, f_i⟩, ±c); :func:`refit_user_offsets` refits them once u_j is solved.
+    With "mean" (config version 3's model), b_j is the shrunk mean of the clipped labels,
+    :func:`centre_by_user`, never refitted. Without ``user_bias``, nothing: y = clip(r − μ̂ − b̂_i, ±c)."""
     resid = np.asarray(values, np.float64) - offsets
     clip = cfg.label_clip
     if not cfg.rating_user_bias:
         return (np.clip(resid, -clip, clip).astype(np.float32),
                 UserOffsets(np.zeros(n_users)), resid)
-    if not cfg.rating_bias_refit:
+    if not bias_refit(cfg):
         y, b = centre_by_user(np.clip(resid, -clip, clip), users, n_users, cfg.user_bias_reg,
                               clip)
         return y, UserOffsets(b), resid
     off = fit_user_offsets(resid, users, items, n_users, cfg.user_bias_reg,
-                           features if cfg.rating_slopes else None)
+                           features if slopes(cfg) else None)
     y = np.clip(resid - off.per_rating(users, items), -clip, clip).astype(np.float32)
     return y, off, resid
 
@@ -157,11 +171,11 @@ def user_step_labels(values, offsets, users, items, n_users: int, cfg, features=
 def refit_user_offsets(resid, users, items, n_users: int, U, V, cfg, features=None
                        ) -> UserOffsets:
     """Each user's offsets refitted to the residual of their own factor prediction, r − μ̂ −
-    b̂_i − ⟨u_j, v_i⟩ (``user_bias_refit``): one step of block-coordinate descent on
+    b̂_i − ⟨u_j, v_i⟩ (``user_offsets`` "refit"/"slopes"): one step of block-coordinate descent on
     (u_j, b_j, w_j), which on ML-100K came within 0.001 test RMSE of solving (u_j, b_j)
     jointly (experiments/rating_sweep.py). ``U``: the users' embeddings, solved from the
     labels of :func:`user_step_labels`; ``V`` the released item embeddings. Reads user j's
     own ratings and released values only; never released (joint DP, like u_j)."""
     target = np.asarray(resid, np.float64) - factor_scores(users, items, U, V)
     return fit_user_offsets(target, users, items, n_users, cfg.user_bias_reg,
-                            features if cfg.rating_slopes else None)
+                            features if slopes(cfg) else None)

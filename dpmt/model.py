@@ -42,7 +42,8 @@ from dpmt.config import BASE_REG, TrainConfig
 from dpmt.errors import ConfigError, DataError
 from dpmt.privacy.ledger import ML100K_TUNING_NOTE, PRIVACY_UNIT, PrivacyLedger
 from dpmt.item_ids import coerce_item_ids
-from dpmt.labels import item_statistics, refit_user_offsets, user_step_labels
+from dpmt.labels import (bias_refit, item_statistics, refit_user_offsets, slopes,
+                          user_step_labels)
 from dpmt.ranking import top_k
 from dpmt.model_files import load_model, save_model
 from dpmt.privacy.randomness import SEEDED_WARNING
@@ -65,7 +66,9 @@ class Model:
         iteration's excess over the later ones.
       label_offset: for a rating model (``config.task == "rating"``), the released private
         global mean μ̂; ``item_offsets`` the released per-item offsets b̂_i (or None). It was
-        trained on y = clip(r − μ̂ − b̂_i, ±c) and predicts μ̂ + b̂_i + ⟨u, v_i⟩.
+        trained on y = clip(r − μ̂ − b̂_i − b_j − ⟨w_j, f_i⟩, ±c) and predicts μ̂ + b̂_i + b_j +
+        ⟨w_j, f_i⟩ + ⟨u, v_i⟩, with the user's own offsets b_j, w_j (on the item statistics
+        f_i of b̂_i and ``item_counts``) folded in like u (:mod:`dpmt.labels`).
     """
 
     item_embeddings: np.ndarray
@@ -173,7 +176,7 @@ class Model:
     def user_features(self) -> np.ndarray | None:
         """A rating model's item statistics f_i (:func:`dpmt.labels.item_statistics`) of its
         released offsets and counts: what the user slopes read (None: no slopes)."""
-        if self.label_offset is None or not self.config.rating_slopes:
+        if self.label_offset is None or not slopes(self.config):
             return None
         return item_statistics(self.item_offsets, self.item_counts)
 
@@ -191,7 +194,7 @@ class Model:
         """A rating model's predicted ratings μ̂ + b̂_i + b_j + ⟨w_j, f_i⟩ + ⟨u, v_i⟩ of
         ``items`` (raw ids) for a user who rated ``history`` with ``values`` (u and the
         user's offsets folded in from them: u from the labels less the first offsets, which
-        are then refitted to the residual of u with ``user_bias_refit``, as training does),
+        are then refitted to the residual of u, as training does: ``user_offsets``),
         clipped to the rating range."""
         if self.label_offset is None:
             raise ConfigError("predict() is for rating models (TrainConfig(task='rating')); "
@@ -202,7 +205,7 @@ class Model:
         feats = self.user_features()
         _, off, resid = user_step_labels(np.asarray(values, np.float64), self.offsets(hist),
                                          zero, hist, 1, self.config, feats)
-        if self.config.rating_bias_refit:       # refitted to the residual of u
+        if bias_refit(self.config):       # refitted to the residual of u
             off = refit_user_offsets(resid, zero, hist, 1, u[None], self.item_embeddings,
                                      self.config, feats)
         lo, hi = self.config.rating_bounds

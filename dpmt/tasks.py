@@ -7,8 +7,13 @@ rest of dpmt reads (no code compares ``cfg.task`` with a name):
   implicit data) has label y = 1; models rank items, judged by Recall@20; the popularity
   prior and private tuning apply.
 * ``rating`` — the labels are the ratings, centred by a private global mean μ̂ (and private
-  item offsets b̂_i) and clipped to ±``label_clip``, so the b-statistics' sensitivity uses
-  y_max = ``label_clip``; judged by RMSE on held-out ratings of known users.
+  item offsets b̂_i) and each user's own offsets, and clipped to ±``label_clip``, so the
+  b-statistics' sensitivity uses y_max = ``label_clip``; judged by RMSE on held-out ratings
+  of known users.
+
+A task also gives the settings a config leaves at None (:data:`TASK_SETTINGS`,
+:meth:`Task.settings`: solver, α0, C, sweeps, label clip, the once-only releases' noise
+ratio) and its count cap and ridge rules, from public fields only (``private``, ε).
 
 Plain Python (no numpy): :mod:`dpmt.config` reads it to validate a config.
 """
@@ -18,6 +23,36 @@ from __future__ import annotations
 import math
 
 from dpmt.errors import ConfigError
+
+
+#: the fields of :class:`~dpmt.config.TrainConfig` whose default (None) is the task's
+#: (:meth:`Task.settings`)
+TASK_SETTINGS = ("solver", "gravity", "user_clip", "iterations", "label_clip",
+                 "count_noise_ratio")
+#: ``TrainConfig.user_offsets`` of a rating model (dpmt.labels): b_j the shrunk mean of the
+#: clipped labels (config version 3's model); b_j refitted to the residual of u_j; and with
+#: slopes w_j on the released item statistics (the default)
+USER_OFFSETS = ("mean", "refit", "slopes")
+#: what None means for them, in the CLI's help
+TASK_RULE = "the task's rule (dpmt.tasks: implicit feedback and ratings differ)"
+
+
+def apply_task_settings(cfg) -> None:
+    """The fields of :data:`TASK_SETTINGS` that ``cfg`` leaves at None take its task's values
+    (which may depend on ``private`` and ``epsilon``: public), written into the frozen config
+    so that every reader sees numbers; :meth:`~dpmt.config.TrainConfig.replace` re-applies
+    the rule to them (``cfg.replace(epsilon=1)`` follows it). An unknown task is left to the
+    config's checks."""
+    from dpmt.registry import TASKS
+
+    if not isinstance(cfg.task, str) or cfg.task not in TASKS:
+        return
+    auto = tuple(f for f in TASK_SETTINGS if getattr(cfg, f) is None)
+    object.__setattr__(cfg, "_by_task", auto)
+    if auto:
+        values = TASKS[cfg.task].settings(cfg)
+        for f in auto:
+            object.__setattr__(cfg, f, values[f])
 
 
 class Task:
@@ -43,8 +78,8 @@ class Task:
         return dict(IMPLICIT_SETTINGS)
 
     def count_cap(self, cfg) -> int:
-        """k of the private counts when ``count_cap`` is unset: β rounded."""
-        return max(1, int(cfg.budget))
+        """k of the private counts: ``count_cap``, or β rounded."""
+        return int(cfg.count_cap) if cfg.count_cap is not None else max(1, int(cfg.budget))
 
     def default_reg(self, noisy_users, epsilon: float, private: bool):
         """(λ, reason) of the task's own ridge rule, or None: the solver's
@@ -97,7 +132,10 @@ class Rating(Task):
         return dict(RATING_PRIVATE, label_clip=rating_by_epsilon(cfg.epsilon)[0])
 
     def count_cap(self, cfg) -> int:
-        """k of the mean, counts and offsets: by ε (:func:`rating_by_epsilon`), at least β."""
+        """k of the mean, counts and offsets: ``count_cap``, or by ε
+        (:func:`rating_by_epsilon`) and at least β."""
+        if cfg.count_cap is not None:
+            return int(cfg.count_cap)
         return max(rating_by_epsilon(cfg.epsilon)[1], int(cfg.budget))
 
     def default_reg(self, noisy_users, epsilon: float, private: bool):

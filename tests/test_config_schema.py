@@ -54,12 +54,12 @@ def test_fingerprints_are_those_computed_before_the_version_was_stored():
     """Resume compares these (the checkpoint's config_fingerprint): pinned before
     ``config_version`` existed, so every existing checkpoint still resumes. A new
     TrainConfig field moves them, on purpose; so did version 3's default ``gd.steps=None``
-    (the rule), while the version-2 default, 20 steps, keeps its fingerprint, and version
-    4's rating fields ``user_bias_refit`` and ``user_slopes``."""
-    assert TrainConfig().replace(gd=dict(steps=20)).fingerprint() == "763cafffbb32c172"
-    assert TrainConfig().fingerprint() == "f2d115e5e1f91117"
-    assert _cfg().fingerprint() == "cfc829d5a5db98f1"
-    assert TrainConfig.from_dict(_cfg().stored()).fingerprint() == "cfc829d5a5db98f1"
+    (the rule), while the version-2 default, 20 steps, kept its fingerprint; version
+    4's rating field ``user_offsets`` moved them again."""
+    assert TrainConfig().replace(gd=dict(steps=20)).fingerprint() == "be84c29ebf4f6b1b"
+    assert TrainConfig().fingerprint() == "ccdec5b89330b580"
+    assert _cfg().fingerprint() == "e94a76e4d99de5b5"
+    assert TrainConfig.from_dict(_cfg().stored()).fingerprint() == "e94a76e4d99de5b5"
 
 
 @pytest.mark.parametrize("versioned", [False, True])
@@ -158,12 +158,14 @@ def test_a_version_3_rating_config_keeps_its_user_bias():
     slopes: migrated, it says so (and folds users in as it was trained); an implicit config
     is unchanged, and a version-4 rating config keeps what it states."""
     v3 = {**TrainConfig(task="rating", split="random").stored(), "config_version": 3}
-    del v3["user_bias_refit"], v3["user_slopes"]
+    del v3["user_offsets"]
     cfg = TrainConfig.from_dict(v3)
-    assert (cfg.user_bias_refit, cfg.user_slopes) == (False, False)
-    assert not cfg.rating_bias_refit and not cfg.rating_slopes
+    assert cfg.user_offsets == "mean"
+    from dpmt.labels import bias_refit, slopes
+
+    assert not bias_refit(cfg) and not slopes(cfg)
     assert TrainConfig.from_dict(TrainConfig(task="rating", split="random").stored()
-                                 ).user_bias_refit
+                                 ).user_offsets == "slopes"
     imp = {**TrainConfig().stored(), "config_version": 3}
-    del imp["user_bias_refit"], imp["user_slopes"]
+    del imp["user_offsets"]
     assert TrainConfig.from_dict(imp) == TrainConfig()

@@ -419,8 +419,8 @@ def test_user_offsets_read_only_the_users_own_ratings():
     users, items = np.repeat(np.arange(3), 6), np.tile(np.arange(6), 3)
     r = rng.uniform(1, 5, 18)
     F = item_statistics(rng.normal(0, 0.3, 6), rng.integers(1, 50, 6))
-    cfg = SimpleNamespace(label_clip=1.0, rating_user_bias=True, rating_bias_refit=True,
-                          rating_slopes=True, user_bias_reg=2.0)
+    cfg = SimpleNamespace(label_clip=1.0, rating_user_bias=True, user_offsets="slopes",
+                          user_bias_reg=2.0)
     y, off, resid = user_step_labels(r, 3.5, users, items, 3, cfg, F)
     r2 = r.copy()
     r2[users != 0] = 5.0                                     # others' ratings changed

@@ -96,10 +96,10 @@ def evaluate_ratings(model, train, eval_set) -> dict:
     the training counts): each evaluated user folded in from their training ratings
     (``eval_set.history``) with the labels training used, y = clip(r − μ̂ − b̂_i, ±c) less
     the user's own offsets b_j + ⟨w_j, f_i⟩ (refitted to the residual of u with
-    ``user_bias_refit``: :mod:`dpmt.labels`); predictions μ̂ + b̂_i + b_j + ⟨w_j, f_i⟩ +
+    ``user_offsets``: :mod:`dpmt.labels`); predictions μ̂ + b̂_i + b_j + ⟨w_j, f_i⟩ +
     ⟨u, v_i⟩ clipped to the rating range."""
     from dpmt.metrics import rmse
-    from dpmt.labels import refit_user_offsets, user_step_labels
+    from dpmt.labels import bias_refit, refit_user_offsets, user_step_labels
 
     cfg = model.config
     buckets, counts = _buckets(train)
@@ -109,7 +109,7 @@ def evaluate_ratings(model, train, eval_set) -> dict:
     labels, off, resid = user_step_labels(hist.value, model.offsets(hist.item), hist.user,
                                           hist.item, hist.n_users, cfg, feats)
     U = model.user_embeddings(hist, labels=labels)
-    if cfg.rating_bias_refit:          # refitted to the residual of u_j, as in training
+    if bias_refit(cfg):          # refitted to the residual of u_j, as in training
         off = refit_user_offsets(resid, hist.user, hist.item, hist.n_users, U,
                                  model.item_embeddings, cfg, feats)
     tg = eval_set.targets

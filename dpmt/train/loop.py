@@ -148,7 +148,7 @@ def iterate(run: TrainingRun, t: int) -> LoopState:
 
 
 def refitted_labels(run: TrainingRun, U, V):
-    """The item step's labels of a rating run with ``user_bias_refit``: clip(r − μ̂ − b̂_i −
+    """The item step's labels of a rating run whose ``user_offsets`` refit: clip(r − μ̂ − b̂_i −
     b_j − ⟨w_j, f_i⟩, ±c), the user's offsets refitted to the residual of the user step's
     u_j (:func:`dpmt.labels.refit_user_offsets`; user j's own ratings and released values
     only). The clip keeps |y| ≤ c, the bound of the item step's sensitivity, whatever the
@@ -171,6 +171,7 @@ def run_epsilon(run: TrainingRun) -> float:
 def finish(run: TrainingRun) -> Model:
     """The :class:`~dpmt.model.Model` of a run after its iterations, evaluated on its eval
     set when it has one."""
+    from dpmt.labels import slopes
     from dpmt.train.defaults import explain
 
     cfg, model_cfg, counts = run.cfg, run.model_cfg, run.noisy_counts
@@ -178,7 +179,7 @@ def finish(run: TrainingRun) -> Model:
         # trained from Python on other data, the config's dataset left at its default
         model_cfg = model_cfg.replace(dataset=data_label(run.train.name))
     if counts is None and not cfg.private and (model_cfg.uses_popularity_prior
-                                               or model_cfg.rating_slopes):
+                                               or slopes(model_cfg)):
         counts = run.train.item_counts()        # non-private (ε = ∞): the exact counts
         if run.steps.aggregate is not None:
             counts = run.steps.aggregate(counts)

@@ -4,7 +4,9 @@ A run of private alternating minimisation releases, under add/remove of one user
 
 * for the rating task, the private global mean μ̂ (a sum and a count, each user capped at k
   ratings clipped to the rating range; the sum on a public lattice 2^(−b), so one user moves
-  it by ≤ k·⌈r_max·2^b⌉ lattice units and the count by ≤ k: two discrete Gaussian releases);
+  it by ≤ k·⌈r_max·2^b⌉ lattice units and the count by ≤ k: two discrete Gaussian releases,
+  at :data:`MEAN_NOISE_RATIO` times the counts' noise multiplier: the users' own biases
+  absorb its error);
 * the private task sizes n̂_i and user count n̂ (when the weights or noisy GD need them, or
   when the items are selected privately): each user's items capped at k, k+1 coordinates
   moved by ≤ 1 each, discrete Gaussian (:func:`dpmt.privacy.private_counts`). With

@@ -40,7 +40,7 @@ from dpmt.registry import TASKS
 from dpmt.train.checkpoint import Checkpoint, LoopState, data_fingerprint
 from dpmt.train.checks import (check_inputs, check_resumed_ledger, check_weight_budget,
                                warn_if_delta_protects_nobody)
-from dpmt.labels import item_statistics, rating_labels, user_step_labels
+from dpmt.labels import bias_refit, item_statistics, rating_labels, user_step_labels
 from dpmt.train.methods import ItemMethod, initial_item_state, make_steps, method_of
 from dpmt.train.plan import (PrivacyPlan, make_plan, releases_counts, resolved_plan,
                              sampler_draws)
@@ -79,7 +79,7 @@ class TrainingRun:
     history: list = dataclasses.field(default_factory=list)
     offset: float | None = None
     item_offsets: np.ndarray | None = None
-    base_labels: np.ndarray | None = None   # rating, user_bias_refit: r − μ̂ − b̂_i
+    base_labels: np.ndarray | None = None   # rating, refitted offsets: r − μ̂ − b̂_i
     user_labels: Any = None                 # … and the user step's labels, y less the first b_j
     user_features: np.ndarray | None = None  # … the item statistics f_i of the user slopes
     released_counts: np.ndarray | None = None
@@ -173,8 +173,8 @@ def setup(train, config: TrainConfig | None = None, *, validation=None, test=Non
     if cfg.rating_offsets:
         item_offsets = once.get("item_offsets", lambda: release_item_offsets(
             cfg, plan, ledger, train, labels, noisy_counts, src))
-    # 3b. each user's own bias out of the labels (never released: joint DP, like u_j); with
-    # user_bias_refit the loop refits it after each user step (dpmt.train.loop.iterate)
+    # 3b. each user's own offsets out of the labels (never released: joint DP, like u_j);
+    # refitted by the loop after each user step (user_offsets; dpmt.train.loop.iterate)
     base_labels = features = None
     if TASKS[cfg.task].labelled:
         features = item_statistics(item_offsets, train.item_counts() if plan is None
@@ -228,8 +228,8 @@ def setup(train, config: TrainConfig | None = None, *, validation=None, test=Non
         k_iter=src.jax_key("iterations"),
         n_norm=float(noisy_n) if noisy_n is not None else _user_count(train, aggregate),
         history=history, U=U, offset=offset, item_offsets=item_offsets, factors=factors,
-        base_labels=base_labels if cfg.rating_bias_refit else None, user_features=features,
-        user_labels=steps.labels if cfg.rating_bias_refit else None,
+        base_labels=base_labels if bias_refit(cfg) else None, user_features=features,
+        user_labels=steps.labels if bias_refit(cfg) else None,
         released_counts=released_counts, noisy_counts=noisy_counts, noisy_n=noisy_n,
         selected=selected, checkpoint=ckpt, fingerprints=fingerprints, t_start=t_start,
         t_loop=time.time())
