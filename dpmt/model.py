@@ -191,7 +191,7 @@ class Model:
                               "an implicit model ranks: use recommend() or score()")
         u = self.fold_in(history, values)
         _, b = self.rating_labels(self.item_index(history), np.asarray(values, np.float64))
-        lo, hi = self.config.rating_bounds
+        lo, hi = self.config.data.rating_bounds
         rows = self.item_index(items)
         pred = self.offsets(rows) + b + self.item_embeddings[rows] @ u
         return np.clip(pred, lo, hi)
@@ -410,28 +410,29 @@ class Model:
         if self.ledger is None:
             return {"epsilon": math.inf, "delta": 0.0, "private": False,
                     "privacy_unit": PRIVACY_UNIT}
-        return {"epsilon": self.ledger.epsilon(), "delta": cfg.delta,
-                "target_epsilon": cfg.epsilon, "private": True, "privacy_unit": PRIVACY_UNIT,
-                "accountant": cfg.accountant, "releases": len(self.ledger),
+        return {"epsilon": self.ledger.epsilon(), "delta": cfg.privacy.delta,
+                "target_epsilon": cfg.privacy.epsilon, "private": True,
+                "privacy_unit": PRIVACY_UNIT,
+                "accountant": cfg.privacy.accountant, "releases": len(self.ledger),
                 "noise": self.noise_note()}
 
     def report(self) -> str:
         """A few lines: what was trained, the privacy spent, the metrics, the time."""
         cfg = self.config
-        target = cfg.epsilon
+        target = cfg.privacy.epsilon
         sel = None if self.ledger is None else getattr(self.ledger, "selection", None)
         if sel is not None and sel.charged and self.ledger.epsilon_budget is not None:
             target = self.ledger.epsilon_budget     # the whole tuning's target, not one run's
         name = ("non-private (ε = ∞)" if not cfg.private else
                 f"DP ε={self.epsilon:.3g} (target {target:g}"
                 + (", private selection included" if sel is not None and sel.charged else "")
-                + f"), δ={cfg.delta:g}")
-        lines = [f"{cfg.dataset}: {cfg.solver} / {cfg.weights if cfg.private else 'all-ones'} "
+                + f"), δ={cfg.privacy.delta:g}")
+        lines = [f"{cfg.data.dataset}: {cfg.solver} / {cfg.weights if cfg.private else 'all-ones'} "
                  f"weights, d={cfg.dim}, {cfg.iterations} iterations, {name}",
                  f"privacy unit: {PRIVACY_UNIT}"]
         if self.private and self.noise_reproducible:
             lines.append(f"WARNING: {SEEDED_WARNING}")
-        if self.private and cfg.dataset == "ml-100k":
+        if self.private and cfg.data.dataset == "ml-100k":
             lines.append(f"note: {ML100K_TUNING_NOTE}")
         if self.auto_settings:
             lines.append(f"chosen by rule from the released statistics: {self.auto_settings}")

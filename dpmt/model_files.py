@@ -136,7 +136,7 @@ def public_meta(model) -> dict:
     return {"format": MODEL_FORMAT, "version": MODEL_VERSION,
             "privacy_unit": PRIVACY_UNIT, "n_items": model.n_items, "dim": model.dim,
             "private": model.private,
-            "epsilon": model.epsilon, "delta": model.config.delta if model.private else 0.0,
+            "epsilon": model.epsilon, "delta": model.config.privacy.delta if model.private else 0.0,
             "noise": model.noise_note(),
             "config": model.config.stored(public=True), "label_offset": model.label_offset,
             "seconds": model.seconds, "compile_seconds": model.compile_seconds,

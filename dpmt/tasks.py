@@ -35,9 +35,9 @@ class Task:
         return 1.0
 
     def check(self, cfg) -> None:
-        if cfg.split not in self.splits:
+        if cfg.data.split not in self.splits:
             takes = " or ".join(f"split={s!r}" for s in self.splits)
-            raise ConfigError(f"task={self.name!r} takes {takes} (got {cfg.split!r}): "
+            raise ConfigError(f"task={self.name!r} takes {takes} (got {cfg.data.split!r}): "
                               f"{self.why_not_split}")
 
 

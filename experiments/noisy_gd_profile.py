@@ -96,8 +96,8 @@ def main(argv=None) -> dict:
     ex = ExecutionConfig(progress=False)
     runs = {}
     for solver in ("gd", "ssp"):
-        cfg = TrainConfig(epsilon=a.epsilon, dim=a.dim, solver=solver, weights=a.weights,
-                          noise_seed=0)
+        cfg = TrainConfig(dim=a.dim, solver=solver, weights=a.weights,
+                          privacy=dict(epsilon=a.epsilon, noise_seed=0))
         runs[solver] = setup(train, cfg, execution=ex)
     gd, ssp = runs["gd"], runs["ssp"]
     g = gd.cfg.gd

@@ -15,7 +15,7 @@ import itertools
 import json
 import time
 
-from dpmt.config import ExecutionConfig, TrainConfig
+from dpmt.config import ExecutionConfig, TrainConfig, route
 from dpmt.train.evaluate import evaluate_ratings
 from dpmt.train.loop import fit
 from dpmt.train.rundir import prepare_data
@@ -38,8 +38,9 @@ def main(argv=None) -> int:
             cell = dict(zip(GRID, values))
             res = {}
             for s in args.seeds:
-                cfg = TrainConfig(task="rating", split="random", seed=s, noise_seed=s,
-                                  epsilon=eps if eps > 0 else 5.0, private=eps > 0, **cell)
+                cfg = TrainConfig(**route({"task": "rating", **cell, "split": "random", "seed": s,
+                                           "private": eps > 0, "noise_seed": s,
+                                           "epsilon": eps if eps > 0 else 5.0}))
                 split = prepare_data(cfg, ex)
                 t0 = time.time()
                 m = fit(split.train, cfg, test=split.validation, execution=ex)

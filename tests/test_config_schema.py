@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from dpmt.config import CONFIG_VERSION, ExecutionConfig, GDConfig, TrainConfig
+from dpmt.config import ExecutionConfig, GDConfig, NonPrivate, TrainConfig
+from dpmt.config_schema import CONFIG_VERSION
 from dpmt.config_schema import migrate, stored_version
 from dpmt.errors import ConfigError
 from dpmt.model import Model
@@ -32,8 +33,8 @@ V1 = {"dataset": "ml-100k", "data_dir": "data", "positive_threshold": 3.5,
 
 
 def _cfg(**kw):
-    return TrainConfig(dim=8, epsilon=1.0, solver="ssp", gd=GDConfig(steps=5), noise_seed=3,
-                       **kw)
+    return TrainConfig(dim=8, solver="ssp", gd=GDConfig(steps=5), **kw,
+                       privacy=dict(epsilon=1.0, noise_seed=3))
 
 
 def test_stored_form_round_trips_and_carries_the_version():
@@ -46,8 +47,8 @@ def test_stored_form_round_trips_and_carries_the_version():
     assert "config_version" not in cfg.to_dict()           # the fields alone
     assert TrainConfig.from_dict(cfg.to_dict()) == cfg     # unversioned: the current schema
     pub = cfg.stored(public=True)
-    assert pub["config_version"] == CONFIG_VERSION and pub["noise_seed"] is None
-    assert TrainConfig.from_dict(pub) == cfg.replace(noise_seed=None)
+    assert pub["config_version"] == CONFIG_VERSION and pub["privacy"]["noise_seed"] is None
+    assert TrainConfig.from_dict(pub) == cfg.replace(privacy=dict(noise_seed=None))
 
 
 def test_fingerprints_are_those_computed_before_the_version_was_stored():
@@ -70,7 +71,7 @@ def test_a_version_1_config_is_migrated(versioned):
                               optimizer="sgd", encoder="embedding", mlp_hidden=64)
     assert (cfg.solver, cfg.dim, cfg.iterations, cfg.reg, cfg.weights) == \
         ("gd", 8, 2, 1.0, "adaptive")
-    assert cfg.split_fractions == (0.8, 0.1, 0.1)
+    assert cfg.data.split_fractions == (0.8, 0.1, 0.1)
     # the execution settings left the config; fields added since take their defaults
     m = migrate(d)
     assert not {"data_dir", "devices", "gd_steps", "encoder", "config_version"} & set(m)
@@ -114,7 +115,7 @@ def _model(cfg):
 
 
 def test_a_saved_model_records_the_version_and_loads(tmp_path):
-    model = _model(TrainConfig(private=False, dim=4))
+    model = _model(TrainConfig(dim=4, privacy=NonPrivate()))
     model.save(tmp_path / "m")
     meta = json.loads((tmp_path / "m" / MODEL_FILE).read_text())
     assert meta["config"]["config_version"] == CONFIG_VERSION
@@ -126,7 +127,7 @@ def test_a_saved_model_records_the_version_and_loads(tmp_path):
 def test_a_model_saved_before_the_version_was_stored_still_loads(tmp_path):
     """model.json as the dpmt before this change wrote it: no config_version in its config,
     its fingerprint over that model.json."""
-    model = _model(TrainConfig(private=False, dim=4))
+    model = _model(TrainConfig(dim=4, privacy=NonPrivate()))
     model.save(tmp_path / "m")
     path = tmp_path / "m" / MODEL_FILE
     meta = json.loads(path.read_text())
@@ -139,9 +140,10 @@ def test_a_model_saved_before_the_version_was_stored_still_loads(tmp_path):
 def test_a_run_directory_resumes_from_an_unversioned_config(tmp_path):
     """A run started before config_version was stored (its trainer/config.json without it)
     resumes: the config reads back equal and the checkpoint's fingerprint matches."""
-    cfg = TrainConfig(dataset="synthetic:users=120,items=40,interactions=1500,seed=2",
-                      epsilon=3.0, dim=4, iterations=1, budget=10.0, reg=1.0, gravity=0.1,
-                      solver="ssp", noise_seed=1)
+    cfg = TrainConfig(dim=4, iterations=1, budget=10.0, reg=1.0, gravity=0.1,
+                      solver="ssp",
+                      data=dict(dataset="synthetic:users=120,items=40,interactions=1500,seed=2"),
+                      privacy=dict(epsilon=3.0, noise_seed=1))
     out = tmp_path / "r"
     first = run(cfg, out_dir=out, execution=QUIET, baselines=False)
     path = out / "trainer" / "config.json"

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import dpmt
-from dpmt.config import ExecutionConfig, TrainConfig
+from dpmt.config import ExecutionConfig, NonPrivate, TrainConfig, route
 from dpmt.data import random_split
 from dpmt.data.ratings import Ratings
 from dpmt.errors import ConfigError, DataError
@@ -45,7 +45,7 @@ def _cfg(**kw):
     base = dict(task="rating", split="random", gravity=0.0, dim=2, reg=20.0, user_clip=0.5,
                 budget=10.0, iterations=2, epsilon=5.0, weights="uniform", solver="ssp")
     base.update(kw)
-    return TrainConfig(**base)
+    return TrainConfig(**route(base))
 
 
 def test_the_plan_charges_the_mean_the_offsets_and_the_label_range():
@@ -119,7 +119,7 @@ def test_a_rating_model_saves_loads_and_predicts(split, tmp_path):
     assert np.all((p1 >= 0.5) & (p1 <= 5))
     with pytest.raises(DataError, match="pass values"):
         m.fold_in(hist)
-    implicit = dpmt.fit(split.train, TrainConfig(dim=2, iterations=1, private=False),
+    implicit = dpmt.fit(split.train, TrainConfig(dim=2, iterations=1, privacy=NonPrivate()),
                         execution=QUIET)
     with pytest.raises(ConfigError, match="rating models"):
         implicit.predict(hist, vals, [100])
@@ -136,11 +136,11 @@ def test_ratings_outside_the_stated_range_are_refused(split):
 
 def test_rating_task_configuration_is_checked():
     with pytest.raises(ConfigError, match="split='random'"):
-        TrainConfig(task="rating", split="heldout-users")
+        TrainConfig(task="rating", data=dict(split="heldout-users"))
     with pytest.raises(ConfigError, match="task='rating'"):
-        TrainConfig(split="random")
+        TrainConfig(data=dict(split="random"))
     with pytest.raises(ConfigError, match="label_clip"):
-        TrainConfig(task="rating", split="random", label_clip=0)
+        TrainConfig(task="rating", label_clip=0, data=dict(split="random"))
 
 
 def test_rating_runs_resume_with_the_released_mean(tmp_path, monkeypatch, split):

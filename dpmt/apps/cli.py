@@ -109,7 +109,7 @@ def _titles(model, data_dir: str) -> dict:
     from dpmt.data.titles import item_titles_for
 
     try:
-        return item_titles_for(model.config.dataset, model.item_ids, data_dir=data_dir) or {}
+        return item_titles_for(model.config.data.dataset, model.item_ids, data_dir=data_dir) or {}
     except (DpmtError, OSError):
         return {}
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpmt.config import TrainConfig
+from dpmt.config import NonPrivate, TrainConfig
 from dpmt.errors import ConfigError, DataError
 from dpmt.registry import TASKS, WEIGHTINGS
 from dpmt._io import atomic_write_bytes, atomic_write_text
@@ -65,13 +65,15 @@ def build_grid(base: TrainConfig, weight_specs, epsilons, solvers, baselines=Tru
         rating = TASKS[base.task].labelled
         points.append(GridPoint("global mean (exact)" if rating else "popularity", None))
         points.append(GridPoint("ALS (non-private)", base.replace(
-            private=False, solver="ssp", **(NONPRIVATE_ALS_RATING if rating else NONPRIVATE_ALS))))
+            solver="ssp", **(NONPRIVATE_ALS_RATING if rating else NONPRIVATE_ALS),
+                                                                  privacy=NonPrivate())))
     for solver in solvers:
         for eps in epsilons:
             for spec in weight_specs:
                 w, mu = parse_weight_spec(spec)
-                cfg = base.replace(private=True, solver=solver, epsilon=float(eps), weights=w,
-                                   mu=mu if mu is not None else base.mu)
+                cfg = base.replace(solver=solver, weights=w,
+                                   mu=mu if mu is not None else base.mu,
+                                   privacy=dict(epsilon=float(eps)))
                 mu_s = f" μ={cfg.effective_mu:g}" if WEIGHTINGS[w].uses_mu else ""
                 points.append(GridPoint(f"DP {w}{mu_s} {solver} ε={eps:g}", cfg))
     return points
@@ -88,7 +90,7 @@ def validate_grid(points: list[GridPoint], seeds, epsilons=()) -> None:
             raise ConfigError(f"{name} lists a value twice ({' '.join(map(str, vals))}); "
                               "repeats are the same run, not more evidence")
     for seed in seeds:
-        TrainConfig(seed=int(seed))  # range-checks the seed
+        TrainConfig(data=dict(seed=int(seed)))  # range-checks the seed
     for p in points:
         if p.config is not None:
             make_plan(p.config)
@@ -124,11 +126,11 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
         todo = [p for p in points if (p.label, int(seed)) not in finished]
         if not todo:
             continue
-        split = prepare_data(base.replace(seed=int(seed)), quiet)
+        split = prepare_data(base.replace(data=dict(seed=int(seed))), quiet)
         data = split_data_fingerprint(split)
         changed = {r.get("data") for r in rows} - {data, None}
         if changed:
-            raise DataError(f"the data of {base.dataset} changed since the interrupted grid "
+            raise DataError(f"the data of {base.data.dataset} changed since the interrupted grid "
                             "was run (its saved cells were computed on other ratings): start "
                             "again with --overwrite, or use another --out")
         es = split.test if eval_set == "test" else split.validation
@@ -148,7 +150,8 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
                 release_compiled_code()  # many fits in one process (dpmt.runtime)
                 # a benchmark: reproducible noise on purpose (its models are never
                 # published; a published model's noise comes from OS entropy)
-                res = fit(split.train, p.config.replace(seed=int(seed), noise_seed=int(seed)),
+                res = fit(split.train, p.config.replace(data=dict(seed=int(seed)),
+                                                        privacy=dict(noise_seed=int(seed))),
                           test=es, execution=quiet)
                 m, compile_s = res.metrics, res.compile_seconds
                 eps = res.epsilon if p.config.private else math.inf
@@ -156,10 +159,10 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
                              data))
             this = rows[-1]      # the released baselines below come after it
             if p.config is not None and p.config.private \
-                    and p.config.epsilon not in private_pop_done:
-                private_pop_done.add(p.config.epsilon)
+                    and p.config.privacy.epsilon not in private_pop_done:
+                private_pop_done.add(p.config.privacy.epsilon)
                 for name, pm in released_baselines(res, split.train, es):
-                    rows.append(_row(f"{name} ε={p.config.epsilon:g}", seed, eps, None, pm,
+                    rows.append(_row(f"{name} ε={p.config.privacy.epsilon:g}", seed, eps, None, pm,
                                      0.0, 0.0, data))
             if on_cell is not None:
                 on_cell(rows)
@@ -474,8 +477,8 @@ def compare_main(args) -> int:
 
     from dpmt.train.rundir import run_lock
 
-    title = (f"{base.dataset}, {args.eval_set} {TASKS[base.task].metric_label}"
-             f", δ={base.delta:g}, d={base.dim}, seeds {list(args.seeds)}")
+    title = (f"{base.data.dataset}, {args.eval_set} {TASKS[base.task].metric_label}"
+             f", δ={base.privacy.delta:g}, d={base.dim}, seeds {list(args.seeds)}")
     with run_lock(out):                     # one process writes a folder at a time
         rows = run_grid(base, points, args.seeds, eval_set=args.eval_set,
                         progress=ex.progress, execution=ex, done=done, on_cell=save)

@@ -184,7 +184,7 @@ def plot_epsilon(model, path: str) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
     ax.plot([h["iteration"] + 1 for h in hist], [h["epsilon"] for h in hist], marker="o",
             color="#1b9e77")
-    ax.axhline(model.config.epsilon, color="#777777", linestyle="--", label="target ε")
+    ax.axhline(model.config.privacy.epsilon, color="#777777", linestyle="--", label="target ε")
     ax.set_xlabel("iteration")
     ax.set_ylabel("ε spent (at the run's δ)")
     ax.legend(loc="lower right")
@@ -207,7 +207,7 @@ def evaluate_saved(model, dataset: str, data_dir: str, eval_set: str = "test") -
     from dpmt.train.evaluate import evaluate, evaluate_ratings
     from dpmt.train.rundir import prepare_data
 
-    cfg = model.config.replace(dataset=dataset, items=None)
+    cfg = model.config.replace(data=dict(dataset=dataset, items=None))
     split = prepare_data(cfg, ExecutionConfig(data_dir=data_dir, progress=False))
     if not np.array_equal(np.asarray(split.train.item_ids), np.asarray(model.item_ids)):
         raise DataError(f"{dataset}'s items are not the model's ({split.train.n_items} against "

@@ -195,10 +195,10 @@ def _same_dataset(a: str, b: str) -> bool:
 
 def _model_info(model, path) -> dict:
     cfg = model.config
-    return {"path": str(path), "dataset": cfg.dataset, "n_items": model.n_items,
+    return {"path": str(path), "dataset": cfg.data.dataset, "n_items": model.n_items,
             "dim": model.dim, "fingerprint": model.fingerprint(), "reg": cfg.reg,
             "gravity": cfg.gravity, "user_clip": cfg.user_clip,
-            "history": f"the user's earlier ratings > {cfg.positive_threshold:g} (label 1, "
+            "history": f"the user's earlier ratings > {cfg.data.positive_threshold:g} (label 1, "
                        "implicit feedback as in training), never released"}
 
 
@@ -206,7 +206,7 @@ def _model_privacy(model) -> dict:
     if not model.private:
         return {"epsilon": None, "delta": None, "private": False,
                 "unit": "one user (add/remove)", "note": "non-private model (ε = ∞)"}
-    return {"epsilon": float(model.epsilon), "delta": float(model.config.delta),
+    return {"epsilon": float(model.epsilon), "delta": float(model.config.privacy.delta),
             "private": True, "unit": "one user (add/remove): all their ratings",
             "statement": "user-level DP of the released item embeddings V"}
 
@@ -225,13 +225,13 @@ def _warnings(rs, model) -> list[str]:
     if model is None:
         return []
     out = []
-    if _same_dataset(rs.dataset, model.config.dataset):
+    if _same_dataset(rs.dataset, model.config.data.dataset):
         out.append(f"the streamed ratings ({rs.dataset}) are the model's training data: the "
                    "same users' data trained V and is streamed again. The user-level (ε, δ) "
                    "of V and the per-rating JDP (ε, δ) of the predictor are two separate "
                    "statements, not one composed guarantee")
     else:
-        out.append(f"the model was trained on {model.config.dataset!r}, not on "
+        out.append(f"the model was trained on {model.config.data.dataset!r}, not on "
                    f"{rs.dataset!r}: items are matched by raw id")
     if not model.private:
         out.append("the model is not private (ε = ∞): V protects no one")
@@ -286,7 +286,7 @@ def _run(args) -> int:
         check_output_path(args.plot, "--plot", folder=False)
     model = None if args.model is None else _load_model(args.model)
     if args.dataset is None:
-        args.dataset = model.config.dataset if model is not None else "ml-100k"
+        args.dataset = model.config.data.dataset if model is not None else "ml-100k"
     if args.compare:
         return _compare(args, model)
     return _single(args, model)

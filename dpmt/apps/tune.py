@@ -51,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpmt.config import TrainConfig
+from dpmt.config import TrainConfig, route
 from dpmt.errors import ConfigError, DataError, PrivacyBudgetError, check_range
 from dpmt.privacy.ledger import PRIVACY_UNIT, SELECTION_MODES, PrivacyLedger, Selection
 from dpmt.registry import TASKS
@@ -170,10 +170,8 @@ def build_candidates(base: TrainConfig, grid) -> list[Candidate]:
     out = []
     for k, combo in enumerate(itertools.product(*[v for _, v in grid])):
         values = {dest: v for (dest, _), v in zip(grid, combo)}
-        top = {d: v for d, v in values.items() if not d.startswith("gd_")}
-        gd = {d[3:]: v for d, v in values.items() if d.startswith("gd_")}
         try:
-            cfg = base.replace(**top, **({"gd": gd} if gd else {}))
+            cfg = base.replace(**route(values))
         except ConfigError as e:
             label = ", ".join(f"{d}={v}" for d, v in values.items())
             raise ConfigError(f"--grid candidate {label}: {e}") from None
@@ -259,7 +257,7 @@ def check_spec(spec: Spec, n_items: int | None = None):
         for c in spec.candidates:
             make_plan(c.config)                 # each at the target: refuse unmeetable ones
         return [c.config for c in spec.candidates], None
-    rdp = [c.config.replace(accountant="rdp") for c in spec.candidates]
+    rdp = [c.config.replace(privacy=dict(accountant="rdp")) for c in spec.candidates]
     draws = {} if n_items is None else charged_draws(rdp, n_items)
 
     def make_plan(cfg, _plan=make_plan):        # every plan charges the same draws
@@ -278,13 +276,14 @@ def check_spec(spec: Spec, n_items: int | None = None):
                 "--selection literature")
 
     def run_plan(e):
-        p = make_plan(rdp[0].replace(epsilon=e))
+        p = make_plan(rdp[0].replace(privacy=dict(epsilon=e)))
         return p.releases(), p.calibration.scale
 
-    cal = calibrate_selection(run_plan, epsilon=spec.base.epsilon, delta=spec.base.delta,
+    cal = calibrate_selection(run_plan, epsilon=spec.base.privacy.epsilon,
+                              delta=spec.base.privacy.delta,
                               selection=spec.selection,
                               score_noise_ratio=spec.score_noise_ratio)
-    configs = [cfg.replace(epsilon=cal.run_epsilon) for cfg in rdp]
+    configs = [cfg.replace(privacy=dict(epsilon=cal.run_epsilon)) for cfg in rdp]
     for cfg in configs:
         if not same_event(make_plan(cfg).releases(), cal.releases):
             raise RuntimeError("internal error: a candidate's plan differs from the "
@@ -362,7 +361,7 @@ def tune(spec: Spec, out, *, execution=None, resume: bool = False,
         return TuneResult(saved[0], saved[1], [], saved[2])
     private = spec.charged
     # an unfinished private tune resumes with its own secret: the same K and draws
-    source = saved if saved is not None else NoiseSource.create(spec.base.noise_seed)
+    source = saved if saved is not None else NoiseSource.create(spec.base.privacy.noise_seed)
     draws = _draws(spec, len(configs), source)
     t0 = time.time()
     with run_lock(out):
@@ -375,7 +374,7 @@ def tune(spec: Spec, out, *, execution=None, resume: bool = False,
         if private and not split.train.items_public:
             # each repetition would select items privately and pay its δ once per run:
             # (1 + e^ε)·E[K]·δ_ps, more than δ itself
-            raise DataError(f"{spec.base.dataset} has no public item catalogue: a private "
+            raise DataError(f"{spec.base.data.dataset} has no public item catalogue: a private "
                             "tuning needs one (--items FILE with every item id); nothing was "
                             "trained")
         draws_charged = None
@@ -426,8 +425,9 @@ def one_candidate_note(spec: Spec, model) -> str | None:
     if not spec.charged or len(spec.candidates) != 1:
         return None
     return (f"note: the grid has one candidate, so there was nothing to select; the private "
-            f"selection still ran its repetitions at a per-run ε = {model.config.epsilon:.3g} "
-            f"(of the {spec.base.epsilon:g} the whole tuning spends). To spend all of ε on "
+            "selection still ran its repetitions at a per-run "
+            f"ε = {model.config.privacy.epsilon:.3g} (of the {spec.base.privacy.epsilon:g} the "
+            "whole tuning spends). To spend all of ε on "
             "one configuration, train it with `dpmt train`")
 
 
@@ -437,8 +437,8 @@ def _selected_ledger(model, spec: Spec, cal) -> PrivacyLedger:
     from dpmt.privacy.selection import same_event
 
     cfg = model.config
-    led = PrivacyLedger(cfg.delta, epsilon_budget=spec.base.epsilon,
-                        accountant=cfg.accountant, selection=spec.selection)
+    led = PrivacyLedger(cfg.privacy.delta, epsilon_budget=spec.base.privacy.epsilon,
+                        accountant=cfg.privacy.accountant, selection=spec.selection)
     releases = list(model.ledger.releases) + ([] if cal is None else [cal.score])
     if cal is not None and not same_event(releases, (*cal.releases, cal.score)):
         raise RuntimeError("internal error: the selected run's releases differ from the "

@@ -53,10 +53,10 @@ def document(spec, cal, configs, chosen: int, model, source) -> dict:
              for c, cfg in zip(spec.candidates, configs)]
     doc = {"format": "dpmt-tune", "version": 2, "selection": spec.mode,
            "charged": sel.charged, "statement": sel.note(), "privacy_unit": PRIVACY_UNIT,
-           "target_epsilon": spec.base.epsilon, "delta": spec.base.delta,
+           "target_epsilon": spec.base.privacy.epsilon, "delta": spec.base.privacy.delta,
            "epsilon": model.ledger.epsilon(), "accountant": model.ledger.accountant,
            "per_run_epsilon": cal.run_epsilon if private else model.ledger.epsilon(),
-           "split_seed": spec.base.seed,
+           "split_seed": spec.base.data.seed,
            "grid": {k: list(dict.fromkeys(c.values[k] for c in spec.candidates))
                     for k in spec.candidates[0].values},
            "base_config": spec.base.public_dict(), "candidates": cands,

@@ -439,7 +439,7 @@ def _model_features(ratings, model, order, rows_of_item, buckets, score_edges):
     V = np.asarray(model.item_embeddings, np.float64)
     users = np.asarray(ratings.user, np.int64)[order]
     rows = rows_of_item[np.asarray(ratings.item)[order]]
-    thr = float(cfg.positive_threshold)
+    thr = float(cfg.data.positive_threshold)
     cand = np.flatnonzero(np.asarray(ratings.value)[order] > thr)
     # a history is a set: only a pair's first liked rating adds the item (re-ratings don't)
     _, first = np.unique(users[cand] * V.shape[0] + rows[cand], return_index=True)

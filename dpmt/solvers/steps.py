@@ -175,7 +175,7 @@ def ssp_item_step(steps: Steps) -> ItemStep:
     noisy item systems are made well-posed (``psd=`` of :func:`dpmt.solvers.ssp.ssp_solve`:
     "project", "shift" or "cg"; "cg" starts from the previous, released V)."""
     reg = steps.cfg.reg
-    psd = steps.cfg.item_solve
+    psd = steps.cfg.ssp.item_solve
     cg_steps = steps.cfg.cg_steps
 
     def init(key, V) -> ItemState:

@@ -140,18 +140,18 @@ def resolve(cfg, noisy_users: float | None):
     # privacy (ItemMethod.equivalent_releases), so the plan made before n̂ still holds
     cfg, why = SOLVERS[cfg.solver].default_settings(cfg, noisy_users)
     if WEIGHTINGS[cfg.weights].by_rule and cfg.private:
-        w = weights_for(noisy_users, cfg.epsilon)
+        w = weights_for(noisy_users, cfg.privacy.epsilon)
         cfg = cfg.replace(weights=w)
-        why.append(("weights", w, f"n̂·ε = {float(noisy_users or 0):.0f}·{cfg.epsilon:g} "
+        why.append(("weights", w, f"n̂·ε = {float(noisy_users or 0):.0f}·{cfg.privacy.epsilon:g} "
                                   f"{'<' if w == 'uniform' else '≥'} {WEIGHTS_SCALE:g}"))
     if cfg.reg is None:
-        lam, reason = _reg(noisy_users, cfg.epsilon, cfg.private, cfg.solver)
+        lam, reason = _reg(noisy_users, cfg.privacy.epsilon, cfg.private, cfg.solver)
         cfg = cfg.replace(reg=lam)
         why.append(("reg", lam, reason))
     if cfg.popularity_prior is None and not TASKS[cfg.task].ranking:
         cfg = cfg.replace(popularity_prior=0.0)   # nothing is ranked: no prior, no rule
     if cfg.popularity_prior is None:
-        eta, reason = _prior(noisy_users, cfg.epsilon, cfg.private, cfg.solver, cfg.weights)
+        eta, reason = _prior(noisy_users, cfg.privacy.epsilon, cfg.private, cfg.solver, cfg.weights)
         cfg = cfg.replace(popularity_prior=eta)
         why.append(("popularity_prior", eta, reason))
     return cfg, why

@@ -112,7 +112,7 @@ def evaluate_ratings(model, train, eval_set) -> dict:
     tg = eval_set.targets
     m = rmse(U, model.item_embeddings, tg,
              offset=model.offsets(tg.item) + bias[np.asarray(tg.user)],
-             item_buckets=buckets, clip=cfg.rating_bounds)
+             item_buckets=buckets, clip=cfg.data.rating_bounds)
     _bucket_ranges(m, buckets, counts)
     m["privacy"] = model.privacy_summary()
     return m

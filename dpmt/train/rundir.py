@@ -66,28 +66,28 @@ def prepare_data(cfg: TrainConfig, execution: ExecutionConfig | None = None):
     ex = execution or ExecutionConfig()
 
     kw = {}
-    if cfg.columns is not None:
-        kw["columns"] = parse_columns(cfg.columns)
-    if cfg.rating_range != "auto":
-        kw["rating_range"] = parse_rating_range(cfg.rating_range)
-    if cfg.on_duplicate != "error":
-        kw["on_duplicate"] = cfg.on_duplicate
-    if cfg.items is not None:
-        kw["items"] = cfg.items
-    r = load(cfg.dataset, data_dir=ex.data_dir, progress=ex.progress, **kw)
+    if cfg.data.columns is not None:
+        kw["columns"] = parse_columns(cfg.data.columns)
+    if cfg.data.rating_range != "auto":
+        kw["rating_range"] = parse_rating_range(cfg.data.rating_range)
+    if cfg.data.on_duplicate != "error":
+        kw["on_duplicate"] = cfg.data.on_duplicate
+    if cfg.data.items is not None:
+        kw["items"] = cfg.data.items
+    r = load(cfg.data.dataset, data_dir=ex.data_dir, progress=ex.progress, **kw)
     if TASKS[cfg.task].labelled:
         if r.implicit:      # decided by the source (synthetic, no rating column), not the name
-            raise DataError(f"{cfg.dataset} is implicit feedback (every value 1): the rating "
+            raise DataError(f"{cfg.data.dataset} is implicit feedback (every value 1): the rating "
                             "task needs ratings (e.g. ml-100k, explicit-synthetic, or a file "
                             "with a rating column)")
-        return SPLITTERS[cfg.split](cfg, r)
+        return SPLITTERS[cfg.data.split](cfg, r)
     # synthetic data and files without a rating column are events: every entry a positive;
     # binarize refuses (with the threshold named) a file with no rating above it
-    implicit = r.implicit or cfg.dataset.startswith("synthetic")
-    pos = r if implicit else binarize(r, cfg.positive_threshold)
-    split = SPLITTERS[cfg.split](cfg, pos)
+    implicit = r.implicit or cfg.data.dataset.startswith("synthetic")
+    pos = r if implicit else binarize(r, cfg.data.positive_threshold)
+    split = SPLITTERS[cfg.data.split](cfg, pos)
     if split.train.n_users < 2 or split.train.n_items < 2:
-        raise DataError(f"{cfg.dataset}: {split.train.n_users} users × {split.train.n_items} "
+        raise DataError(f"{cfg.data.dataset}: {split.train.n_users} users × {split.train.n_items} "
                         "items after the split is too small to train or to protect anyone")
     return split
 
@@ -95,7 +95,7 @@ def prepare_data(cfg: TrainConfig, execution: ExecutionConfig | None = None):
 def _per_user(cfg: TrainConfig, r):
     from dpmt.data import per_user_split
 
-    return per_user_split(r, fractions=cfg.split_fractions, seed=cfg.seed)
+    return per_user_split(r, fractions=cfg.data.split_fractions, seed=cfg.data.seed)
 
 
 def _heldout_users(cfg: TrainConfig, r):
@@ -103,17 +103,19 @@ def _heldout_users(cfg: TrainConfig, r):
     from dpmt.data.splits import filter_min_counts
 
     r = filter_min_counts(r, min_user=5)
-    if cfg.heldout_fraction is not None:       # exactly neighbour-stable
-        return heldout_users_split(r, validation_fraction=cfg.heldout_fraction,
-                                   test_fraction=cfg.heldout_fraction, seed=98765 + cfg.seed)
-    return heldout_users_split(r, n_validation=cfg.heldout_users, n_test=cfg.heldout_users,
-                               seed=98765 + cfg.seed)
+    if cfg.data.heldout_fraction is not None:       # exactly neighbour-stable
+        return heldout_users_split(r, validation_fraction=cfg.data.heldout_fraction,
+                                   test_fraction=cfg.data.heldout_fraction,
+                                   seed=98765 + cfg.data.seed)
+    return heldout_users_split(r, n_validation=cfg.data.heldout_users,
+                               n_test=cfg.data.heldout_users,
+                               seed=98765 + cfg.data.seed)
 
 
 def _random(cfg: TrainConfig, r):
     from dpmt.data import random_split
 
-    return random_split(r, fractions=cfg.split_fractions, seed=1234 + cfg.seed)
+    return random_split(r, fractions=cfg.data.split_fractions, seed=1234 + cfg.data.seed)
 
 
 #: ``TrainConfig.split`` → the split of the loaded ratings (which tasks take which is the
@@ -212,7 +214,7 @@ def run(cfg: TrainConfig, out_dir: str | os.PathLike | None = None, *,
         if method_of(cfg).needs_item_features(cfg):
             from dpmt.data import item_features_for
 
-            features = item_features_for(cfg.dataset, split.train, data_dir=ex.data_dir)
+            features = item_features_for(cfg.data.dataset, split.train, data_dir=ex.data_dir)
         es = split.test if eval_set == "test" else split.validation
         if out is not None:
             if overwrite and not resume:

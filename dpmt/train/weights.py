@@ -28,7 +28,7 @@ def compute_weights(cfg: TrainConfig, train, noisy_counts: np.ndarray | None,
     if WEIGHTINGS[cfg.weights].by_rule:
         from dpmt.train.defaults import weights_for
 
-        cfg = cfg.replace(weights=weights_for(noisy_n_users, cfg.epsilon))
+        cfg = cfg.replace(weights=weights_for(noisy_n_users, cfg.privacy.epsilon))
     scheme = WEIGHTINGS[cfg.weights]
     if scheme.reads_counts and noisy_counts is None:
         raise ValueError(f"weights={cfg.weights!r} read the released counts; none were given")
