@@ -19,8 +19,8 @@ Each row: :data:`~benchmarks.bench_implicit.PRIVATE_WARMUP` untimed iterations (
 compiles and runs an exact user step, the second compiles the CG one), then ``--timed``
 timed ones (best and all reported). Also measured in the same process, as the "peak" the rows
 can be reported against: a dense ``n × n @ n × n`` matmul (bf16, float32 at JAX's default
-precision — TF32 on NVIDIA GPUs — and float32 at HIGHEST), best and mean of ``--matmul-reps``
-after warm-up.
+precision — which XLA may run as TF32 on NVIDIA GPUs, as it may dpmt's own float32 products —
+and float32 at HIGHEST), best and mean of ``--matmul-reps`` after warm-up.
 
 The JSON (``<out>/gpu_default_path.json``) is rewritten after every phase, so a run cut short
 (``--budget-s``: no new phase or timed iteration starts past it; ``--hard-s``: a watchdog
@@ -94,6 +94,7 @@ def environment() -> dict:
            "platform": platform.platform(), "cores": os.cpu_count(),
            "backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
            "device_kind": [getattr(d, "device_kind", "?") for d in jax.devices()],
+           "default_matmul_precision": str(jax.config.jax_default_matmul_precision),
            "env": {k: os.environ.get(k) for k in ("XLA_PYTHON_CLIENT_PREALLOCATE",
                                                   "XLA_PYTHON_CLIENT_MEM_FRACTION",
                                                   "XLA_FLAGS", "JAX_PLATFORMS",
@@ -113,9 +114,9 @@ def environment() -> dict:
 
 
 def matmul_peak(n: int, reps: int) -> dict:
-    """Dense ``n × n @ n × n`` throughput in FLOP/s: bf16, float32 (default precision: TF32
-    on NVIDIA GPUs), float32 at HIGHEST; each 2 warm-up products, then ``reps`` products
-    timed one by one (``best``) and ``reps`` back to back (``mean``)."""
+    """Dense ``n × n @ n × n`` throughput in FLOP/s: bf16, float32 (default precision: XLA
+    may use TF32 on NVIDIA GPUs), float32 at HIGHEST; each 2 warm-up products, then ``reps``
+    products timed one by one (``best``) and ``reps`` back to back (``mean``)."""
     import jax
     import jax.numpy as jnp
 
