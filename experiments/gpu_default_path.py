@@ -147,6 +147,28 @@ def matmul_peak(n: int, reps: int) -> dict:
     return out
 
 
+# TrainConfig's layout: flat (item_solve, epsilon, seed on TrainConfig) or grouped (cfg.ssp,
+# cfg.privacy, cfg.data); the helpers below read and set what this script needs in either
+def _item_solve(cfg) -> str:
+    return cfg.item_solve if hasattr(cfg, "item_solve") else cfg.ssp.item_solve
+
+
+def _with_solves(cfg, item_solve: str, user_solve: str):
+    if hasattr(cfg, "item_solve"):
+        return cfg.replace(item_solve=item_solve, user_solve=user_solve)
+    return cfg.replace(user_solve=user_solve, ssp=dict(item_solve=item_solve))
+
+
+def _config_dict(cfg) -> dict:
+    for name in ("flat_dict", "to_dict"):
+        if hasattr(cfg, name):
+            try:
+                return getattr(cfg, name)()
+            except Exception:  # noqa: BLE001 - informative only
+                pass
+    return {"repr": repr(cfg)}
+
+
 def layout_sizes(steps) -> dict:
     out = {}
     for name in ("items", "users"):
@@ -198,16 +220,16 @@ def time_nonprivate(run, timed: int, deadline: float, key: str, rec: Recorder):
     from dpmt.solvers.steps import ItemNoise, ssp_item_step
 
     steps = run.steps
-    cfg = steps.cfg.replace(item_solve="cg", user_solve="cg")
+    cfg = _with_solves(steps.cfg, "cg", "cg")
     st = dataclasses.replace(steps, cfg=cfg)
     st.item_step = ssp_item_step(st)
-    exact = dataclasses.replace(steps, cfg=cfg.replace(user_solve="exact"))
+    exact = dataclasses.replace(steps, cfg=_with_solves(cfg, "cg", "exact"))
     V = run.state.V
     n_users = float(run.train.n_users)
     t0 = time.perf_counter()
     U_start = jax.block_until_ready(exact.solve_users(V))
     row = rec.data["rows"][key]
-    row.update(solves={"item_solve": cfg.item_solve, "user_solve": cfg.user_solve,
+    row.update(solves={"item_solve": _item_solve(cfg), "user_solve": cfg.user_solve,
                        "cg_steps": cfg.cg_steps, "reg": cfg.reg, "gravity": cfg.gravity},
                exact_user_step_seconds_with_compile=time.perf_counter() - t0,
                warmup_seconds=[], seconds=[])
@@ -292,7 +314,7 @@ def main(argv=None) -> int:
 
     from benchmarks.bench import make_dataset
     from benchmarks.bench_implicit import (PRIVATE_WARMUP, default_config, run_description)
-    from dpmt.config import ExecutionConfig, TrainConfig
+    from dpmt.config import ExecutionConfig
     from dpmt.privacy.randomness import NoiseSource
     from dpmt.train.training_run import setup
 
@@ -308,14 +330,14 @@ def main(argv=None) -> int:
     rec.save()
 
     # the configs: the default path, and bench_once's SSP config as private_runs plans it
-    n_iter = PRIVATE_WARMUP + args.timed
-    ssp_base = TrainConfig()
-    ssp_cfg = TrainConfig(dim=args.dim, iterations=n_iter, epsilon=args.epsilon, seed=0,
-                          solver="ssp", weights="adaptive", reg=1.0,
-                          item_solve=ssp_base.item_solve, user_solve=ssp_base.user_solve)
-    configs = {"default": ("dpmt_private_default",
-                           default_config(args.dim, args.epsilon, repeats=args.timed)),
-               "ssp": (f"dpmt_private_{ssp_cfg.item_solve}", ssp_cfg)}
+    # (TrainConfig's defaults at this d, ε and seed 0, solver ssp, adaptive weights, λ = 1,
+    # TrainConfig's item and user solves), made from default_config so that it follows
+    # TrainConfig's layout
+    default_cfg = default_config(args.dim, args.epsilon, repeats=args.timed)
+    ssp_cfg = default_cfg.replace(solver="ssp", weights="adaptive", reg=1.0,
+                                  iterations=PRIVATE_WARMUP + args.timed)
+    configs = {"default": ("dpmt_private_default", default_cfg),
+               "ssp": (f"dpmt_private_{_item_solve(ssp_cfg)}", ssp_cfg)}
     ex = ExecutionConfig(progress=False, lapack_threads=0)
     ssp_run = None
     for name in [r for r in rows if r in configs]:
@@ -324,7 +346,7 @@ def main(argv=None) -> int:
             rec.data["skipped"].append(f"{key} (budget)")
             log(f"{key}: skipped (budget)")
             continue
-        rec.data["rows"][key] = row = {"config_given": cfg.to_dict()}
+        rec.data["rows"][key] = row = {"config_given": _config_dict(cfg)}
         try:
             t0 = time.perf_counter()
             run = setup(train, cfg, execution=ex, noise=NoiseSource.from_seed(0))
@@ -355,7 +377,7 @@ def main(argv=None) -> int:
         gc.collect()
 
     if "nonprivate" in rows:
-        key = "dpmt_nonprivate_cg"
+        key = "dpmt_nonprivate_cg"   # as the bench names it (CG item and user solves)
         if ssp_run is None:
             rec.data["skipped"].append(f"{key} (no SSP run)")
         elif time.perf_counter() > deadline:
@@ -375,10 +397,11 @@ def main(argv=None) -> int:
 
     best = {k: r["best"] for k, r in rec.data["rows"].items() if "best" in r}
     summary = {"best_iteration_seconds": best}
-    if "dpmt_private_default" in best and "dpmt_private_cg" in best:
-        summary["ratio_default_over_ssp"] = best["dpmt_private_default"] / best["dpmt_private_cg"]
-    if "dpmt_private_cg" in best and "dpmt_nonprivate_cg" in best:
-        summary["ratio_ssp_over_nonprivate"] = best["dpmt_private_cg"] / best["dpmt_nonprivate_cg"]
+    default_key, ssp_key = configs["default"][0], configs["ssp"][0]
+    if default_key in best and ssp_key in best:
+        summary["ratio_default_over_ssp"] = best[default_key] / best[ssp_key]
+    if ssp_key in best and "dpmt_nonprivate_cg" in best:
+        summary["ratio_ssp_over_nonprivate"] = best[ssp_key] / best["dpmt_nonprivate_cg"]
     mm = rec.data.get("matmul_peak", {})
     for prec in ("bf16", "f32_default", "f32_highest"):
         if prec in mm:
