@@ -23,9 +23,10 @@ precision — which XLA may run as TF32 on NVIDIA GPUs, as it may dpmt's own flo
 and float32 at HIGHEST), best and mean of ``--matmul-reps`` after warm-up.
 
 The JSON (``<out>/gpu_default_path.json``) is rewritten after every phase, so a run cut short
-(``--budget-s``: no new phase or timed iteration starts past it; ``--hard-s``: a watchdog
-writes what was done and exits 3) still returns its rows. A benchmark: the noise is
-reproducible (NoiseSource.from_seed), nothing is published.
+still returns its rows: ``--budget-s``: no row or timed iteration starts past it (a row that
+starts times at least one iteration), nor a row whose estimated cost (the last row's) would
+end past ``--hard-s``; ``--hard-s``: a watchdog writes what was done and exits 3. A benchmark:
+the noise is reproducible (NoiseSource.from_seed), nothing is published.
 
     # locally, small (CPU):
     JAX_PLATFORMS=cpu PYTHONPATH=. .venv/bin/python experiments/gpu_default_path.py \\
@@ -340,11 +341,27 @@ def main(argv=None) -> int:
                "ssp": (f"dpmt_private_{_item_solve(ssp_cfg)}", ssp_cfg)}
     ex = ExecutionConfig(progress=False, lapack_threads=0)
     ssp_run = None
+    hard_deadline = T0 + hard
+
+    def can_start(key: str, estimate: float) -> bool:
+        """A row starts before the budget, and only if its estimated cost (the last private
+        row's setup + warm-ups + one timed iteration) ends before the watchdog."""
+        now = time.perf_counter()
+        if now > deadline or now + estimate > hard_deadline - 10:
+            why = "budget" if now > deadline else f"estimated {estimate:.0f} s would pass --hard-s"
+            rec.data["skipped"].append(f"{key} ({why})")
+            log(f"{key}: skipped ({why})")
+            return False
+        return True
+
+    def row_cost(row: dict) -> float:
+        return (row.get("setup_seconds", 0.0) + sum(row.get("warmup_seconds", ()))
+                + (row.get("seconds") or [0.0])[0])
+
+    estimate = 0.0
     for name in [r for r in rows if r in configs]:
         key, cfg = configs[name]
-        if time.perf_counter() > deadline:
-            rec.data["skipped"].append(f"{key} (budget)")
-            log(f"{key}: skipped (budget)")
+        if not can_start(key, estimate):
             continue
         rec.data["rows"][key] = row = {"config_given": _config_dict(cfg)}
         try:
@@ -370,6 +387,7 @@ def main(argv=None) -> int:
             log(f"{key}: FAILED {e!r}")
             run = None
         rec.save()
+        estimate = max(estimate, row_cost(row))
         if name == "ssp":
             ssp_run = run
         else:
@@ -378,12 +396,11 @@ def main(argv=None) -> int:
 
     if "nonprivate" in rows:
         key = "dpmt_nonprivate_cg"   # as the bench names it (CG item and user solves)
+        ssp_row = rec.data["rows"].get(configs["ssp"][0], {})
         if ssp_run is None:
             rec.data["skipped"].append(f"{key} (no SSP run)")
-        elif time.perf_counter() > deadline:
-            rec.data["skipped"].append(f"{key} (budget)")
-            log(f"{key}: skipped (budget)")
-        else:
+        elif can_start(key, ssp_row.get("warmup_seconds", [0.0])[0]
+                       + 2 * ssp_row.get("best", 0.0)):
             rec.data["rows"][key] = {}
             try:
                 time_nonprivate(ssp_run, args.timed, deadline, key, rec)
@@ -410,7 +427,8 @@ def main(argv=None) -> int:
                 k: v / mm[prec]["best_seconds"] for k, v in best.items()}
     rec.data["summary"] = summary
     dog.cancel()
-    rec.save(complete=not rec.data["errors"])
+    # complete: every row asked for ran all its iterations, without an error
+    rec.save(complete=not rec.data["errors"] and not rec.data["skipped"])
     log("summary: " + json.dumps(summary))
     log(f"wrote {rec.path}")
     return 0 if not rec.data["errors"] else 1
