@@ -31,8 +31,11 @@ the noise is reproducible (NoiseSource.from_seed), nothing is published.
     # locally, small (CPU):
     JAX_PLATFORMS=cpu PYTHONPATH=. .venv/bin/python experiments/gpu_default_path.py \\
         --interactions 200000 --out /tmp/gpu_bench
-    # on the GPU machine (full size, the default):
-    PYTHONUNBUFFERED=1 PYTHONPATH=. python3 experiments/gpu_default_path.py --out $OUT
+    # on the GPU machine (full size, the default), dp-accounting and dm-tree carried as wheels
+    # (their pins, e.g. attrs<24, would make pip reach for a registry: install --no-deps):
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site WHEELS/*.whl
+    PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:/tmp/site XLA_PYTHON_CLIENT_PREALLOCATE=false \
+        python3 experiments/gpu_default_path.py --out $OUT --budget-s 270 --hard-s 360
 """
 
 from __future__ import annotations
@@ -268,6 +271,9 @@ def main(argv=None) -> int:
     ap.add_argument("--matmul-n", type=int, default=None,
                     help="matmul size (default 8192 on GPU/TPU, 1024 on CPU; 0: skip)")
     ap.add_argument("--matmul-reps", type=int, default=10)
+    ap.add_argument("--precision", default=None, choices=("default", "high", "highest"),
+                    help="jax_default_matmul_precision for the whole run (default: JAX's own, "
+                         "which on NVIDIA GPUs may run float32 products as TF32)")
     ap.add_argument("--budget-s", type=float, default=420.0,
                     help="no phase or timed iteration starts after this many seconds")
     ap.add_argument("--hard-s", type=float, default=None,
@@ -296,6 +302,8 @@ def main(argv=None) -> int:
 
     import jax
 
+    if args.precision:
+        jax.config.update("jax_default_matmul_precision", args.precision)
     rec.data["environment"] = environment()
     rec.data["import_seconds"] = time.perf_counter() - T0
     log(f"jax {jax.__version__}, backend {jax.default_backend()}, devices {jax.devices()}")
