@@ -151,26 +151,9 @@ def matmul_peak(n: int, reps: int) -> dict:
     return out
 
 
-# TrainConfig's layout: flat (item_solve, epsilon, seed on TrainConfig) or grouped (cfg.ssp,
-# cfg.privacy, cfg.data); the helpers below read and set what this script needs in either
-def _item_solve(cfg) -> str:
-    return cfg.item_solve if hasattr(cfg, "item_solve") else cfg.ssp.item_solve
-
-
-def _with_solves(cfg, item_solve: str, user_solve: str):
-    if hasattr(cfg, "item_solve"):
-        return cfg.replace(item_solve=item_solve, user_solve=user_solve)
-    return cfg.replace(user_solve=user_solve, ssp=dict(item_solve=item_solve))
-
-
 def _config_dict(cfg) -> dict:
-    for name in ("flat_dict", "to_dict"):
-        if hasattr(cfg, name):
-            try:
-                return getattr(cfg, name)()
-            except Exception:  # noqa: BLE001 - informative only
-                pass
-    return {"repr": repr(cfg)}
+    """The config's settings by their flat names (for the JSON)."""
+    return cfg.flat_dict()
 
 
 def layout_sizes(steps) -> dict:
@@ -224,16 +207,16 @@ def time_nonprivate(run, timed: int, deadline: float, key: str, rec: Recorder):
     from dpmt.solvers.steps import ItemNoise, ssp_item_step
 
     steps = run.steps
-    cfg = _with_solves(steps.cfg, "cg", "cg")
+    cfg = steps.cfg.replace(user_solve="cg", ssp=dict(item_solve="cg"))
     st = dataclasses.replace(steps, cfg=cfg)
     st.item_step = ssp_item_step(st)
-    exact = dataclasses.replace(steps, cfg=_with_solves(cfg, "cg", "exact"))
+    exact = dataclasses.replace(steps, cfg=cfg.replace(user_solve="exact"))
     V = run.state.V
     n_users = float(run.train.n_users)
     t0 = time.perf_counter()
     U_start = jax.block_until_ready(exact.solve_users(V))
     row = rec.data["rows"][key]
-    row.update(solves={"item_solve": _item_solve(cfg), "user_solve": cfg.user_solve,
+    row.update(solves={"item_solve": cfg.ssp.item_solve, "user_solve": cfg.user_solve,
                        "cg_steps": cfg.cg_steps, "reg": cfg.reg, "gravity": cfg.gravity},
                exact_user_step_seconds_with_compile=time.perf_counter() - t0,
                warmup_seconds=[], seconds=[])
@@ -346,7 +329,7 @@ def main(argv=None) -> int:
     ssp_cfg = default_cfg.replace(solver="ssp", weights="adaptive", reg=1.0,
                                   iterations=PRIVATE_WARMUP + args.timed)
     configs = {"default": ("dpmt_private_default", default_cfg),
-               "ssp": (f"dpmt_private_{_item_solve(ssp_cfg)}", ssp_cfg)}
+               "ssp": (f"dpmt_private_{ssp_cfg.ssp.item_solve}", ssp_cfg)}
     ex = ExecutionConfig(progress=False, lapack_threads=0)
     ssp_run = None
     hard_deadline = T0 + hard
