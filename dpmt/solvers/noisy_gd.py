@@ -57,7 +57,8 @@ from jax.sharding import PartitionSpec as P
 from dpmt.errors import ConfigError, check_range
 from dpmt.solvers import noise, sharding
 from dpmt.solvers.encoders import EmbeddingEncoder
-from dpmt.solvers.gd_blocks import _check_user_layout, fast_clipped_sum, prepare_steps
+from dpmt.solvers.gd_blocks import (_check_user_layout, fast_clipped_sum, keep_scratch,
+                                    prepare_steps)
 from dpmt.solvers.losses import Loss, squared_loss
 from dpmt.solvers.layout import (DEFAULT_MAX_CHUNK_BYTES, Chunk, Layout, count_trace,
                                  gather_slots, require_unsegmented)
@@ -530,7 +531,7 @@ def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array |
     if path == "embedding" and mesh is None and int(steps) > 0:
         if user_layout is not None:
             _check_user_layout(user_layout, layout)
-        data = prepare_steps(layout, user_layout, X, weights, labels)
+        data = prepare_steps(layout, user_layout, X, weights, labels, reuse=True)
         if aggregate is not None:
             for t in range(int(steps)):
                 k = jax.random.fold_in(key, t)
@@ -540,12 +541,13 @@ def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array |
                 g = _release_summed(encoder, params, jnp.asarray(rows), k, scalars[0],
                                     scalars[1], scalars[3], scalars[4], M)
                 params, opt_state = _apply_optimizer(optimizer, g, opt_state, params)
-            return (params, opt_state) if return_state else params
-        for t in range(int(steps)):
-            g = _fast_noisy_gradient(encoder, params, layout, user_layout, X, data,
-                                     jax.random.fold_in(key, t), *scalars, M, loss=loss,
-                                     poisson=poisson)
-            params, opt_state = _apply_optimizer(optimizer, g, opt_state, params)
+        else:
+            for t in range(int(steps)):
+                g = _fast_noisy_gradient(encoder, params, layout, user_layout, X, data,
+                                         jax.random.fold_in(key, t), *scalars, M, loss=loss,
+                                         poisson=poisson)
+                params, opt_state = _apply_optimizer(optimizer, g, opt_state, params)
+        keep_scratch(layout, data)         # the next call writes its rows over these buffers
         return (params, opt_state) if return_state else params
     step = make_noisy_gd_step(encoder, optimizer, loss=loss, path=path, poisson=poisson,
                               microbatch_size=microbatch_size, mesh=mesh)
