@@ -27,6 +27,10 @@ def main(argv=None) -> int:
     ap.add_argument("--epsilon", type=float, default=5.0)
     ap.add_argument("--iterations", type=int, default=4)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--compare-blocked", action="store_true",
+                    help="then time the item step on the last U with U's rows pre-gathered "
+                         "(the default) and without (gd_blocks.PREGATHER_BYTES = 0: the "
+                         "parent kernel), interleaved, best of 2")
     args = ap.parse_args(argv)
     import jax
 
@@ -52,12 +56,35 @@ def main(argv=None) -> int:
         jax.block_until_ready(run.state.V)
         secs.append(time.perf_counter() - t0)
         print(f"iteration {t}: {secs[-1]:.2f} s", flush=True)
+    import resource
+
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    item_step = {}
+    if args.compare_blocked:
+        from dpmt.solvers import gd_blocks as gb
+
+        U, V = run.U, run.state.V
+        noise_t = run.method.noise(run.plan.iterations[0].item)
+        extra = run.cfg.gravity * run.steps.released_gramian(U, jax.random.key(7), 1.0)
+        budgets = {"pre-gathered": gb.PREGATHER_BYTES, "blocked": 0}
+        item_step = {k: float("inf") for k in budgets}
+        for _ in range(2):
+            for k, b in budgets.items():
+                old, gb.PREGATHER_BYTES = gb.PREGATHER_BYTES, b
+                t0 = time.perf_counter()
+                jax.block_until_ready(run.steps.item_step.update(
+                    run.state.item_state, V, U, jax.random.key(1), noise_t, extra,
+                    run.n_norm)[0])
+                item_step[k] = min(item_step[k], time.perf_counter() - t0)
+                gb.PREGATHER_BYTES = old
+                print(f"item step {k}: {item_step[k]:.2f} s", flush=True)
     m = run.model_cfg
     res = {"interactions": int(train.nnz), "users": int(train.n_users),
            "items": int(train.n_items), "dim": args.dim, "epsilon": args.epsilon,
            "solver": m.solver, "user_solve": m.user_solve, "weights": m.weights,
            "gd_steps": m.gd.steps, "data_seconds": t_data, "setup_seconds": t_setup,
            "iteration_seconds": secs, "steady_iteration_seconds": min(secs[2:] or secs),
+           "peak_rss_bytes": peak_rss, "item_step_seconds": item_step,
            "load_average": os.getloadavg()}
     print(json.dumps(res))
     if args.json:
