@@ -26,10 +26,43 @@ order only).
     python experiments/noisy_gd_profile.py [--users 50000] [--items 5000]
         [--interactions 2400000] [--dim 64] [--epsilon 5] [--rounds 3]
 
-Measured 2026-12-04 (the machine's 2 cores shared with other engineers' jobs: load 5-8, so
-absolute seconds are ~2-3x a quiet machine's; the ratios are within one run), defaults
-(10 steps at lr 0.02, n̂·ε ≥ 1e5), best of 3: see the table at the end of this docstring,
-which the run of the commit that added it printed.
+Measured 2026-12-04 on the 2 cores shared with other engineers' jobs (load 2.8 at the start,
+5.6 at the end: absolute seconds wander ~1.5x between the sections; the ratios are within
+one section), defaults (10 steps at lr 0.02: n̂·ε ≥ 1e5), best of 3:
+
+    parts of one pre-gathered noisy-GD step
+      gather U's rows once per item step, into fresh memory        312.1 ms
+      the same over the kept buffers (as noisy_gd does)            100.4 ms
+      per step: residual pass (batched mat-vec)                     46.4 ms
+      per step: per-user norms (scatter of nnz r²) and clip          5.1 ms
+      per step: clipped rows pass (batched vec-mat)                 40.7 ms
+      per step: whole noisy gradient (both passes, noise, λ, α0)    98.3 ms
+      per step: noise draw (m × d 64-bit normals)                    1.7 ms
+      per step: adam update                                          0.7 ms
+    item step per iteration (same U, one process)
+      gd blocked          6.51 s    5.26× SSP
+      gd pre-gathered     1.82 s    1.47× SSP      speed-up 3.58×
+      ssp                 1.24 s
+    the default path's iteration, part by part
+      user step (cg, warm)        0.54 s  (29.7%)
+      noisy Gramian               0.01 s  ( 0.6%)
+      item step (noisy GD)        1.26 s  (69.7%)
+    whole iterations as fit runs them: gd 1.84 s = 1.29× SSP's 1.42 s
+    max |V_pre − V_blocked| / max |V_blocked| = 5.0e-06 (float32 summation order)
+
+Where the time goes now: the item step is ~0.1 s of gather plus, per step, two streaming
+passes over the 0.65 GiB of gathered rows (~45 ms each, ~15 GB/s) and ~10 ms of scalars,
+noise and Adam; the user step (8 warm CG steps on cache-sized blocks) is the other 30%.
+Tried and dropped: fusing each step's rows pass with the next step's residual pass (one
+read of the block per step, the optimizer applied per row block inside the pass) ran the
+two products in 70 ms against 78 ms unfused (4 MiB blocks; 1 MiB: 91 ms) — not worth an
+optimizer that must be row-separable; all steps in one jitted ``fori_loop`` (one dispatch,
+the temporaries' pages mapped once) ran the 10 steps 10-20% faster (1.95 → 1.58 / 1.75 s)
+but compiles the loop per optimizer object, which the gradient kernel must not (a fresh
+optimizer never recompiles it: tests/test_noisy_gd.py); the per-user norms by a gather into
+the user layout's order (deterministic on a GPU, where the scatter-add is atomic) took
+24 ms a step against the scatter's 7 ms; a materialised gather of the rows into fresh memory
+costs 5-10x the fused one on this VM (page faults), hence the kept buffers.
 
 The parent commit's profile (2026-12-03, 20 steps): the time was in the two gathers of a
 d-vector per rating and step — XLA:CPU gathers rows at ~25-30 ns each however small the

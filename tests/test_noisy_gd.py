@@ -317,6 +317,7 @@ def test_pregathered_blocks_reuse_their_buffers():
     gb.keep_scratch(TL, again)
     seg = task_layout(R, dim=D, segment_width=6, segment_min_saving=0.0)
     gb.prepare_steps(seg, None, X2, *args, reuse=True)       # another layout: not TL's
+    gb.prepare_steps(TL, None, X2, *args, reuse=True, pregather_bytes=0)   # none gathered
     assert not any(x.is_deleted() for x in again.x_slots if x is not None)
     assert TL in gb._SCRATCH
     gb.release_scratch()

@@ -132,7 +132,7 @@ def prepare_steps(items: Layout, users: Layout | None, X, weights, labels, *,
     match (they are donated: the earlier StepData must no longer be read).
     """
     pre = pregathered_buckets(items, X.shape[-1], pregather_bytes)
-    scratch = _SCRATCH.pop(items, None) if reuse else None
+    scratch = _SCRATCH.pop(items, None) if reuse and any(pre) else None
     if scratch is not None:
         want = [b.cols.shape + (X.shape[-1],) for b, p in zip(_buckets(items), pre) if p]
         if [tuple(x.shape) for x in scratch] != [tuple(w) for w in want] or any(
