@@ -9,6 +9,12 @@ the first user step is exact, the second compiles the CG one). A benchmark: the 
 reproducible, nothing is published.
 
     .venv/bin/python experiments/default_path_20m.py --json experiments/default_path_20m.json
+        [--compare-blocked]
+
+Measured 2026-12-04 with U's rows pre-gathered (``experiments/default_path_20m.json``, load
+3-5 on the 2 shared cores): steady iteration 23.9 s (17.3 s in an earlier run), peak RSS
+8.3 GB; item step 8.6 s pre-gathered against 33.9 s blocked (the parent kernel), user step
+3.8 s. Before (20 steps, load ~2): 46.6 s.
 """
 
 from __future__ import annotations
