@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from typing import ClassVar
 
 from dpmt.errors import ConfigError, check_range
@@ -296,7 +297,6 @@ def check_types(cfg, prefix: str = "") -> None:
     True/False, a ``str`` field a string; never a string for a number, nor True/False for a
     number. Numpy scalars become Python numbers (so that equal configs serialise and
     fingerprint alike)."""
-    import numbers
 
     for f in dataclasses.fields(cfg):
         kind = str(f.type).replace(" ", "")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from dpmt.config import (DataConfig, ExecutionConfig, GDConfig, PrivacyConfig, SSPConfig,
+                         TrainConfig, route)
 from dpmt.errors import ConfigError
 
 PRIVACY_UNIT_HELP = ("Privacy unit: one user (add/remove-one) — everything a user rated is "
@@ -51,7 +53,6 @@ def config_fields(cls, prefix: str = ""):
     """(field, flag, dest) of every CLI field of ``cls``: TrainConfig's own fields and those of
     its sub-configs (``data``, ``ssp``, ``privacy`` under their own names, ``gd`` as
     ``--gd-*``; :data:`dpmt.config.FIELD_GROUPS` says which holds which)."""
-    from dpmt.config import DataConfig, GDConfig, PrivacyConfig, SSPConfig, TrainConfig
 
     subs = {"gd": (GDConfig, "gd_"), "data": (DataConfig, ""), "ssp": (SSPConfig, ""),
             "privacy": (PrivacyConfig, "")}
@@ -84,7 +85,6 @@ NO_PRIVACY = _no_privacy_field()
 
 def _defaults() -> dict:
     """Every CLI dest's default (TrainConfig's, its sub-configs', ExecutionConfig's)."""
-    from dpmt.config import ExecutionConfig, TrainConfig
 
     return {**TrainConfig().flat_dict(),
             **{"gd_" + k: v for k, v in TrainConfig().to_dict()["gd"].items()},
@@ -94,7 +94,6 @@ def _defaults() -> dict:
 def add_config_arguments(p: argparse.ArgumentParser, *, skip=(), execution: bool = True
                          ) -> None:
     """One option per config field, in argument groups, help and default from the field."""
-    from dpmt.config import ExecutionConfig, TrainConfig
 
     defaults = _defaults()
     groups: dict[str, argparse._ArgumentGroup] = {}
@@ -131,7 +130,6 @@ def add_config_arguments(p: argparse.ArgumentParser, *, skip=(), execution: bool
 
 def _config_error(e: ConfigError) -> ConfigError:
     """Name the CLI flag in a config error (``gd.steps must …`` → ``--gd-steps must …``)."""
-    from dpmt.config import ExecutionConfig, TrainConfig
 
     msg = str(e)
     for f, flag, dest in config_fields(TrainConfig) + config_fields(ExecutionConfig):
@@ -145,7 +143,6 @@ def config_from_args(args, **overrides):
     """(TrainConfig, ExecutionConfig) from parsed arguments (fields absent from ``args`` keep
     their defaults); ``overrides`` replace settings by their flat names (``epsilon=``,
     ``solver=``, ``private=False``: :func:`dpmt.config.route`)."""
-    from dpmt.config import ExecutionConfig, TrainConfig, route
 
     flat, ex = {}, {}
     for f, flag, dest in config_fields(TrainConfig):
@@ -163,7 +160,6 @@ def config_from_args(args, **overrides):
 
 def changed_flags(args) -> list[str]:
     """The model/privacy flags whose value differs from the default."""
-    from dpmt.config import TrainConfig
 
     base = _defaults()
     return [flag for f, flag, dest in config_fields(TrainConfig)

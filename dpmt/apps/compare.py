@@ -11,18 +11,26 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import hashlib
+import io
+import json
 import math
 import time
 from pathlib import Path
 
 import numpy as np
 
-from dpmt.config import NonPrivate, TrainConfig
-from dpmt.errors import ConfigError, DataError
-from dpmt.registry import TASKS, WEIGHTINGS
-from dpmt._io import atomic_write_bytes, atomic_write_text
+from dpmt._io import (atomic_write_bytes, atomic_write_json, atomic_write_text, check_output_path,
+                      jsonable)
+from dpmt.apps.args import config_from_args
 from dpmt.apps.plot_style import HATCHES, MAX_WIDTH_IN, PALETTE, PLOT_DPI, bar_style  # noqa: F401
+from dpmt.config import ExecutionConfig, NonPrivate, TrainConfig
+from dpmt.data import fetch
+from dpmt.data.titles import item_titles_for
+from dpmt.errors import ConfigError, DataError
+from dpmt.model import Model
 from dpmt.privacy.ledger import ML100K_TUNING_NOTE, PRIVACY_UNIT
+from dpmt.registry import TASKS, WEIGHTINGS
 from dpmt.runtime import release_compiled_code
 
 METRIC = "recall@20"
@@ -105,7 +113,6 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
     ``done``: rows of an earlier, interrupted run of the same grid — their cells are not run
     again. ``on_cell(rows)`` is called with all rows so far after every finished cell (the
     CLI saves them, so Ctrl-C or a crash loses at most the cell in progress)."""
-    from dpmt.config import ExecutionConfig
     from dpmt.train.evaluate import mean_rating_metrics, popularity_metrics, released_baselines
     from dpmt.train.loop import fit
     from dpmt.train.rundir import prepare_data
@@ -181,7 +188,6 @@ def split_data_fingerprint(split) -> str:
     """SHA-256 (16 hex chars) of every (user, item, value) of a split's parts together: the
     same for every split seed of one data set, different when the ratings change (a
     resumed grid refuses to mix cells of two data sets)."""
-    import hashlib
 
     parts = [split.train, split.validation.history, split.validation.targets,
              split.test.history, split.test.targets]
@@ -327,7 +333,6 @@ def plot_panels(summary: list[dict]) -> list[tuple[str, list[dict]]]:
 
 def plot_buckets(summary: list[dict], path: Path, title: str) -> None:
     """The PNG of :func:`bucket_figure`."""
-    import io
 
     import matplotlib.pyplot as plt
 
@@ -409,8 +414,6 @@ def write_outputs(rows, out: Path, title: str) -> str:
 
 
 def _write_csv(rows: list[dict], path: Path) -> None:
-    import io
-
     keys = list(dict.fromkeys(k for r in rows for k in r))
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=keys)
@@ -423,9 +426,6 @@ CELLS_FILE = "cells.json"
 
 
 def _grid_fingerprint(base: TrainConfig, points, seeds, eval_set) -> str:
-    import hashlib
-    import json
-
     spec = {"base": base.to_dict(), "eval_set": eval_set, "seeds": [int(x) for x in seeds],
             "points": [[p.label, None if p.config is None else p.config.to_dict()]
                        for p in points]}
@@ -434,7 +434,6 @@ def _grid_fingerprint(base: TrainConfig, points, seeds, eval_set) -> str:
 
 def check_compare_output(out: Path, *, resume: bool, overwrite: bool) -> None:
     """Refuse an --out that cannot take the grid, before anything trains."""
-    from dpmt._io import check_output_path
 
     check_output_path(out, "--out", folder=True)
     cells = out / CELLS_FILE
@@ -446,11 +445,6 @@ def check_compare_output(out: Path, *, resume: bool, overwrite: bool) -> None:
 
 
 def compare_main(args) -> int:
-    import json
-
-    from dpmt._io import atomic_write_json, jsonable
-    from dpmt.apps.args import config_from_args
-
     base, ex = config_from_args(args)
     out = Path(args.out)
     points = build_grid(base, args.weight_grid, args.epsilons, args.solvers, args.baselines)
@@ -499,13 +493,7 @@ def demo_main(args) -> int:
     DP adaptive and the defaults (noisy GD with Adam, weights chosen by rule) at ε = 5,
     δ = 1e-5; save the defaults' model and print three recommendations from it, with
     titles."""
-    from dpmt.config import ExecutionConfig
-    from dpmt.data import fetch
-    from dpmt.data.titles import item_titles_for
-    from dpmt.model import Model
     from dpmt.train.rundir import run
-
-    from dpmt._io import check_output_path
 
     # before any download or training: a file, or a folder that cannot be written
     check_output_path(args.out, "--out", folder=True)

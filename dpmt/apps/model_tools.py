@@ -14,12 +14,20 @@
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 
 import numpy as np
 
+from dpmt._io import atomic_save_npz, atomic_write_bytes, atomic_write_text
+from dpmt.config import ExecutionConfig
+from dpmt.data import load
+from dpmt.data.adapters import ALIASES
+from dpmt.data.layout import _header_names, first_line
+from dpmt.data.loaders import detect_format
 from dpmt.errors import ConfigError, DataError
+from dpmt.registry import TASKS
 
 
 # -- recommend for many users ------------------------------------------------------------------
@@ -28,7 +36,6 @@ def read_histories(path: str, model):
     --dataset FILE`` reads it: CSV/TSV with text ids and quoted fields, ``.inter``,
     Parquet; no rating scale; the header's columns named as a DataFrame's are, e.g.
     ``uid,iid,score``), items the model lacks left out (counted)."""
-    from dpmt.data import load
 
     p = Path(path)
     if not p.is_file():
@@ -52,9 +59,6 @@ def _columns_of_header(p: Path) -> dict | None:
     """The user/item/rating/timestamp columns of a CSV/TSV/Parquet header found by
     :data:`dpmt.data.adapters.ALIASES` (the names a DataFrame's columns may have), for
     ``load(columns=)``; None where the header names none (the loader's own names apply)."""
-    from dpmt.data.adapters import ALIASES
-    from dpmt.data.layout import _header_names, first_line
-    from dpmt.data.loaders import detect_format
 
     fmt = detect_format(p)
     if fmt == "parquet":
@@ -95,12 +99,10 @@ def recommend_many(model, histories: dict, k: int) -> dict[str, list]:
 
 def write_table(columns: dict[str, list], path: str) -> None:
     """CSV (or Parquet, by the suffix), written atomically."""
-    from dpmt._io import atomic_write_bytes, atomic_write_text
 
     p = Path(path)
     if p.suffix.lower() == ".parquet":
         pa, pq = _arrow()
-        import io
 
         buf = io.BytesIO()
         pq.write_table(pa.table(columns), buf)
@@ -133,8 +135,6 @@ def export(model, path: str) -> int:
     p = Path(path)
     ids, V = model.item_ids, np.asarray(model.item_embeddings, np.float32)
     if p.suffix.lower() == ".npz":
-        from dpmt._io import atomic_save_npz
-
         atomic_save_npz(p, item_ids=ids, item_factors=V)
     elif p.suffix.lower() in (".csv", ".parquet"):
         cols = {"item": ids.tolist()}
@@ -189,8 +189,6 @@ def plot_epsilon(model, path: str) -> None:
     ax.set_ylabel("ε spent (at the run's δ)")
     ax.legend(loc="lower right")
     fig.tight_layout()
-    from dpmt._io import atomic_write_bytes
-    import io
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
@@ -202,8 +200,6 @@ def plot_epsilon(model, path: str) -> None:
 def evaluate_saved(model, dataset: str, data_dir: str, eval_set: str = "test") -> dict:
     """Metrics of a saved model on the held-out part of ``dataset`` (the split the model's
     config names), in the model's item index space."""
-    from dpmt.config import ExecutionConfig
-    from dpmt.registry import TASKS
     from dpmt.train.evaluate import evaluate, evaluate_ratings
     from dpmt.train.rundir import prepare_data
 

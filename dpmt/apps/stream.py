@@ -30,8 +30,13 @@ import json
 import math
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from dpmt._io import atomic_write_text, check_output_path
+from dpmt.apps.plot_style import MAX_WIDTH_IN, legend_outside, line_style, save_png
 from dpmt.errors import ConfigError, DpmtError, check_range
 
 if TYPE_CHECKING:   # only for annotations: dpmt.online loads when a stream command runs
@@ -183,8 +188,6 @@ def _load_model(path):
 
 
 def _same_dataset(a: str, b: str) -> bool:
-    from pathlib import Path
-
     if a == b:
         return True
     try:
@@ -266,8 +269,6 @@ def _model_line(mp: dict) -> str:
 
 
 def _write_json(path, out) -> None:
-    from dpmt._io import atomic_write_text
-
     try:
         atomic_write_text(path, json.dumps(out, indent=2) + "\n")
     except OSError as e:
@@ -278,7 +279,6 @@ def _write_json(path, out) -> None:
 def _run(args) -> int:
     _fill_defaults(args)
     _check_args(args)
-    from dpmt._io import check_output_path
 
     if args.json:
         check_output_path(args.json, "--json", folder=False)
@@ -364,7 +364,6 @@ def _single(args, model) -> int:
 def _marks(p: StreamPredictor, xs, ys, bar=None, chunk: int = 50_000):
     """(per-round mistake marks, mistakes) of ``p`` on the stream: its whole-stream ``run``
     (verified against the per-round loop in the tests), chunked as ``run_predictor`` does."""
-    import numpy as np
 
     parts = []
     for a in range(0, len(xs), chunk):
@@ -377,8 +376,6 @@ def _marks(p: StreamPredictor, xs, ys, bar=None, chunk: int = 50_000):
 
 
 def _compare(args, model) -> int:
-    import numpy as np
-
     from dpmt.online.predictors import jdp_available, make_predictor, privacy_of
     from dpmt.online.ratings_stream import best_in_hindsight
 
@@ -488,7 +485,6 @@ def privacy_caption(privacy: dict, names) -> str:
 
 def plot_cumulative(curves: dict, path, title: str) -> None:
     """The PNG of :func:`cumulative_figure`."""
-    from dpmt.apps.plot_style import save_png
 
     save_png(cumulative_figure(curves, title), path)
 
@@ -501,12 +497,9 @@ def cumulative_figure(curves: dict, title: str):
     offsets and later (thinner) lines are drawn over earlier (wider) ones. One legend
     outside both panels; at most 1,920 px wide."""
     import matplotlib
-    import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from dpmt.apps.plot_style import MAX_WIDTH_IN, legend_outside, line_style
 
     ref = curves.get(("popularity", "best fixed threshold"))
     legend_in = 3.2

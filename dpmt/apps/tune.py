@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import hashlib
 import itertools
 import json
@@ -51,9 +52,15 @@ from pathlib import Path
 
 import numpy as np
 
-from dpmt.config import TrainConfig, route
+from dpmt.apps import tune_report as tr
+from dpmt.apps.args import add_config_arguments, config_fields, config_from_args, parse_number
+from dpmt.apps.tune_report import label
+from dpmt.config import ExecutionConfig, TrainConfig, route
 from dpmt.errors import ConfigError, DataError, PrivacyBudgetError, check_range
 from dpmt.privacy.ledger import PRIVACY_UNIT, SELECTION_MODES, PrivacyLedger, Selection
+from dpmt.privacy.randomness import NoiseSource
+from dpmt.privacy.selection import (calibrate_selection, describe_event, draw_repetitions,
+                                    noisy_score, same_event)
 from dpmt.registry import TASKS
 from dpmt.runtime import release_compiled_code
 
@@ -92,14 +99,10 @@ class Candidate:
     config: TrainConfig
 
     def label(self) -> str:
-        from dpmt.apps.tune_report import label
-
         return label(self.values)
 
 
 def _grid_fields() -> dict:
-    from dpmt.apps.args import config_fields
-
     out = {}
     for f, flag, dest in config_fields(TrainConfig):
         for name in (dest, flag.lstrip("-").replace("-", "_"), dest.replace("gd_", "gd.", 1)):
@@ -140,8 +143,6 @@ def parse_grid(specs) -> list[tuple[str, list]]:
         if not eq or not key:
             raise ConfigError(f"--grid {spec!r}: expected FIELD=V1,V2,... (e.g. dim=8,16)")
         if key not in fields and key not in _NOT_GRID:
-            import difflib
-
             near = difflib.get_close_matches(key, [k for k in fields if "." not in k], n=3)
             raise ConfigError(f"--grid {key}: not a TrainConfig field"
                               + (f" (did you mean {', '.join(near)}?)" if near else ""))
@@ -250,7 +251,6 @@ def check_spec(spec: Spec, n_items: int | None = None):
     the same DP event (noise multipliers, sampling, counts of every release — not raw σ).
     ``n_items`` (once the data is read): the private calibration then charges the sampler's
     δ of :func:`charged_draws` (without it, the check before the data has none)."""
-    from dpmt.privacy.selection import calibrate_selection, describe_event, same_event
     from dpmt.train.plan import make_plan
 
     if not spec.charged:
@@ -319,7 +319,6 @@ def _draws(spec: Spec, n: int, source) -> list[Draw]:
     ``tune/K``, repetition r's candidate and score noise from ``tune/rep{r}`` and its
     training noise from ``source.child(f"rep{r}")`` alone, so they do not depend on K;
     literature: every candidate once, with ``source.child(f"candidate{c}")``."""
-    from dpmt.privacy.selection import draw_repetitions
 
     if not spec.charged:
         return [Draw(c, source.child(f"candidate{c}"), None) for c in range(n)]
@@ -343,10 +342,6 @@ def tune(spec: Spec, out, *, execution=None, resume: bool = False,
          overwrite: bool = False) -> TuneResult:
     """Check everything, train the repetitions, select, write ``out`` (see the module
     docstring). Raises a :class:`~dpmt.errors.DpmtError` with a clear message."""
-    from dpmt.apps import tune_report as tr
-    from dpmt.config import ExecutionConfig
-    from dpmt.privacy.randomness import NoiseSource
-    from dpmt.privacy.selection import noisy_score
     from dpmt.train.evaluate import evaluate
     from dpmt.train.loop import fit
     from dpmt.train.rundir import prepare_data, run_lock
@@ -434,7 +429,6 @@ def one_candidate_note(spec: Spec, model) -> str | None:
 def _selected_ledger(model, spec: Spec, cal) -> PrivacyLedger:
     """The saved ledger: the selected run's releases (+ the score: one repetition), with the
     selection; its budget is the target of the whole tuning."""
-    from dpmt.privacy.selection import same_event
 
     cfg = model.config
     led = PrivacyLedger(cfg.privacy.delta, epsilon_budget=spec.base.privacy.epsilon,
@@ -450,8 +444,6 @@ def _selected_ledger(model, spec: Spec, cal) -> PrivacyLedger:
 
 # -- the command line ----------------------------------------------------------------------------
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from dpmt.apps.args import add_config_arguments, parse_number
-
     add_config_arguments(p)
     g = p.add_argument_group("tuning")
     g.add_argument("--grid", action="append", metavar="FIELD=V1,V2,...", required=True,
@@ -492,8 +484,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args) -> int:
-    from dpmt.apps.args import config_from_args
-
     base, ex = config_from_args(args)
     if args.distribution == "poisson" and args.shape is not None:
         raise ConfigError("--shape is the negative binomial's; Poisson has none")

@@ -24,13 +24,19 @@ from pathlib import Path
 
 import numpy as np
 
-from dpmt._io import atomic_write_json, atomic_write_text, check_output_path
+from dpmt._io import atomic_write_json, atomic_write_text, check_output_path, jsonable
 from dpmt.config import ExecutionConfig, TrainConfig
+from dpmt.data import (binarize, heldout_users_split, item_features_for, load, per_user_split,
+                       random_split)
+from dpmt.data.loaders import parse_columns, parse_rating_range
+from dpmt.data.splits import filter_min_counts
 from dpmt.errors import ConfigError, DataError
 from dpmt.model import Model
 from dpmt.model_files import MODEL_FILE, SHARED_DIR, TRAINER_DIR
-from dpmt.train.checkpoint import CHECKPOINT_FILE
 from dpmt.registry import TASKS
+from dpmt.train.checkpoint import CHECKPOINT_FILE
+from dpmt.train.evaluate import mean_rating_metrics, popularity_metrics, released_baselines
+from dpmt.train.loop import fit
 from dpmt.train.methods import method_of
 from dpmt.train.plan import make_plan
 
@@ -60,8 +66,6 @@ def prepare_data(cfg: TrainConfig, execution: ExecutionConfig | None = None):
     ``Ratings.implicit``); everything else holds ratings, and ratings above
     ``positive_threshold`` are the positives.
     """
-    from dpmt.data import binarize, load
-    from dpmt.data.loaders import parse_columns, parse_rating_range
 
     ex = execution or ExecutionConfig()
 
@@ -93,15 +97,10 @@ def prepare_data(cfg: TrainConfig, execution: ExecutionConfig | None = None):
 
 
 def _per_user(cfg: TrainConfig, r):
-    from dpmt.data import per_user_split
-
     return per_user_split(r, fractions=cfg.data.split_fractions, seed=cfg.data.seed)
 
 
 def _heldout_users(cfg: TrainConfig, r):
-    from dpmt.data import heldout_users_split
-    from dpmt.data.splits import filter_min_counts
-
     r = filter_min_counts(r, min_user=5)
     if cfg.data.heldout_fraction is not None:       # exactly neighbour-stable
         return heldout_users_split(r, validation_fraction=cfg.data.heldout_fraction,
@@ -113,8 +112,6 @@ def _heldout_users(cfg: TrainConfig, r):
 
 
 def _random(cfg: TrainConfig, r):
-    from dpmt.data import random_split
-
     return random_split(r, fractions=cfg.data.split_fractions, seed=1234 + cfg.data.seed)
 
 
@@ -212,8 +209,6 @@ def run(cfg: TrainConfig, out_dir: str | os.PathLike | None = None, *,
         split = prepare_data(cfg, ex)
         features = None
         if method_of(cfg).needs_item_features(cfg):
-            from dpmt.data import item_features_for
-
             features = item_features_for(cfg.data.dataset, split.train, data_dir=ex.data_dir)
         es = split.test if eval_set == "test" else split.validation
         if out is not None:
@@ -234,8 +229,6 @@ def run(cfg: TrainConfig, out_dir: str | os.PathLike | None = None, *,
 
 
 def _fit(train, cfg, es, features, ex, out, resume):
-    from dpmt.train.loop import fit
-
     return fit(train, cfg, test=es, item_features=features, execution=ex,
                run_dir=None if out is None else trainer_dir(out), resume=resume)
 
@@ -243,7 +236,6 @@ def _fit(train, cfg, es, features, ex, out, resume):
 def baseline_metrics(model: Model, train, eval_set) -> dict:
     """Popularity (exact; not private) and, when the run released counts, private popularity
     (its noisy counts: free post-processing), on the same evaluation users."""
-    from dpmt.train.evaluate import mean_rating_metrics, popularity_metrics, released_baselines
 
     if TASKS[model.config.task].labelled:
         exact = float(np.mean(np.asarray(train.value, np.float64)))
@@ -273,7 +265,6 @@ def read_config(out: Path) -> TrainConfig:
 def write_run(model: Model, out: Path) -> None:
     """The trainer's metrics and log (``trainer/``), then the shareable model (``model/``,
     :meth:`Model.save`; its ``model.json`` last: the directory is a model from here on)."""
-    from dpmt._io import jsonable
 
     private = trainer_dir(out)
     private.mkdir(parents=True, exist_ok=True)
