@@ -33,6 +33,7 @@ flat names to the sub-configs (the CLI, ``dpmt tune --grid`` and ``dpmt compare`
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from typing import Any, Mapping
@@ -276,9 +277,7 @@ class TrainConfig:
                     changes[name] = dataclasses.replace(current, **changes[name])
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
         if unknown:
-            raise ConfigError("not TrainConfig fields: " + ", ".join(
-                f"{k} (in {FIELD_GROUPS[k]}: replace({FIELD_GROUPS[k]}=dict({k}=...)))"
-                if k in FIELD_GROUPS else k for k in sorted(unknown)))
+            raise ConfigError("not TrainConfig fields: " + _moved(sorted(unknown)))
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
@@ -377,6 +376,31 @@ FIELD_GROUPS: dict[str, str] = {
     **{f.name: "privacy" for f in dataclasses.fields(PrivacyConfig)},
     **{"gd_" + f.name: "gd" for f in dataclasses.fields(GDConfig)},
 }
+
+
+def _moved(names) -> str:
+    """What to write instead of flat sub-config settings: ``epsilon (in privacy:
+    privacy=dict(epsilon=...))``."""
+    return ", ".join(f"{k} (in {FIELD_GROUPS[k]}: {FIELD_GROUPS[k]}=dict({k}=...))"
+                     if k in FIELD_GROUPS else
+                     f"{k} (privacy=NonPrivate() for private=False)" for k in names)
+
+
+_dataclass_init = TrainConfig.__init__
+
+
+@functools.wraps(_dataclass_init)
+def _init(self, *args, **kwargs):
+    # a setting of a sub-config given flat (the pre-version-4 form) gets a message that says
+    # where it went, not dataclass's "unexpected keyword argument"
+    flat = [k for k in kwargs if k in FIELD_GROUPS or k == "private"]
+    if flat:
+        raise ConfigError("not TrainConfig fields: " + _moved(flat) + "; or "
+                          "TrainConfig(**dpmt.config.route(flat_settings))")
+    _dataclass_init(self, *args, **kwargs)
+
+
+TrainConfig.__init__ = _init
 
 
 def route(values: Mapping[str, Any]) -> dict[str, Any]:

@@ -85,11 +85,14 @@ def test_sub_configs_are_given_whole_or_as_dicts_and_replaced_by_field():
 @pytest.mark.parametrize("name,group", [("epsilon", "privacy"), ("dataset", "data"),
                                         ("item_solve", "ssp"), ("noise_seed", "privacy")])
 def test_a_flat_name_in_replace_is_refused_naming_its_sub_config(name, group):
-    with pytest.raises(ConfigError, match=f"{name} \\(in {group}: "
-                                          f"replace\\({group}=dict\\({name}=...\\)\\)\\)"):
-        TrainConfig().replace(**{name: TrainConfig().flat_dict()[name]})
-    with pytest.raises(TypeError):
-        TrainConfig(**{name: TrainConfig().flat_dict()[name]})
+    value = TrainConfig().flat_dict()[name]
+    where = f"{name} \\(in {group}: {group}=dict\\({name}=...\\)\\)"
+    with pytest.raises(ConfigError, match=where):
+        TrainConfig().replace(**{name: value})
+    with pytest.raises(ConfigError, match=where + ".*route"):
+        TrainConfig(dim=8, **{name: value})
+    with pytest.raises(ConfigError, match=r"private \(privacy=NonPrivate\(\)"):
+        TrainConfig(private=False)
 
 
 def test_a_sub_config_of_the_wrong_type_is_refused_clearly():
