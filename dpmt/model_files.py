@@ -90,6 +90,21 @@ def read_json(path: Path, why: str):
         raise DataError(f"{path} is not valid JSON ({e}); {why}") from None
 
 
+def arrays_fingerprint(item_embeddings, item_ids, item_counts=None,
+                       item_offsets=None) -> str:
+    """SHA-256 (hex, 16 chars) of a model's released arrays: V, the item ids, the released
+    counts and offsets (those present)."""
+    h = hashlib.sha256()
+    h.update(np.ascontiguousarray(item_embeddings).tobytes())
+    h.update(np.asarray(item_ids).astype(str).astype("U").tobytes())
+    for name, a in (("counts", item_counts), ("offsets", item_offsets)):
+        if a is not None:
+            a = np.ascontiguousarray(a)
+            h.update(f"{name}:{a.dtype.str}:".encode())
+            h.update(a.tobytes())
+    return h.hexdigest()[:16]
+
+
 def files_fingerprint(arrays_fp: str, ledger_text: str | None, meta: dict) -> str:
     """SHA-256 (16 hex) over every file of a model: the arrays' fingerprint, the ledger's
     canonical JSON and ``model.json`` without its fingerprint field."""

@@ -111,6 +111,7 @@ LAYER = {  # a module may import only from layers at or below its own
     "dpmt.online": 3, "dpmt.weightings": 3, "dpmt.solvers": 4, "dpmt.metrics": 5,
     "dpmt.model": 5, "dpmt.model_files": 5, "dpmt.ranking": 5, "dpmt.implicit_api": 5,
     "dpmt.item_ids": 5, "dpmt.labels": 2, "dpmt.baselines": 5,
+    "dpmt.scoring": 5, "dpmt.model_report": 5,
     "dpmt.train": 6, "dpmt.apps": 7, "dpmt": 8, "dpmt.__main__": 8,
 }
 

@@ -71,7 +71,7 @@ def cmd_train(args) -> int:
     print_baselines(model)
     if out is not None:
         use = (f"dpmt recommend --model {out} --items ID,ID,... --ratings R,R,..."
-               if model.label_offset is not None else
+               if model.scorer.labelled else
                f"dpmt recommend --model {out} --items ID,ID,...")
         print(f"the model is in {out} ({use}; or dpmt.Model.load)")
     else:
@@ -154,7 +154,7 @@ def cmd_recommend(args) -> int:
         if len(values) != len(items):
             raise ConfigError(f"--ratings gives {len(values)} ratings for {len(items)} "
                               "--items: give one rating per item")
-    elif model.label_offset is not None:
+    elif model.scorer.labelled:
         raise ConfigError("this is a rating model: it folds a user in from their ratings; "
                           "pass --ratings R,R,... with one rating per --items")
     ids, scores = model.recommend(items, k=args.k, values=values)

@@ -84,7 +84,7 @@ def _columns_of_header(p: Path) -> dict | None:
 def recommend_many(model, histories: dict, k: int) -> dict[str, list]:
     """Columns ``user, rank, item, score`` of the top ``k`` of every history."""
     users = list(histories)
-    values = ([histories[u][1] for u in users] if model.label_offset is not None else None)
+    values = [histories[u][1] for u in users] if model.scorer.labelled else None
     ids, scores = model.recommend_batch([histories[u][0] for u in users], k, values=values)
     out: dict[str, list] = {"user": [], "rank": [], "item": [], "score": []}
     for u, row_ids, row_scores in zip(users, ids, scores):

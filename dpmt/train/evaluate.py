@@ -100,18 +100,18 @@ def evaluate_ratings(model, train, eval_set) -> dict:
     from dpmt.metrics import rmse
     from dpmt.labels import centre_by_user, rating_labels
 
-    cfg = model.config
+    cfg, scorer = model.config, model.scorer
     buckets, counts = _buckets(train)
     hist = eval_set.history
-    labels = rating_labels(hist.value, model.offsets(hist.item), cfg.label_clip)
+    labels = rating_labels(hist.value, scorer.offsets(hist.item), cfg.label_clip)
     bias = np.zeros(hist.n_users)
     if cfg.rating_user_bias:           # each user's own bias, from their history only
         labels, bias = centre_by_user(labels, hist.user, hist.n_users, cfg.user_bias_reg,
                                       cfg.label_clip)
-    U = model.user_embeddings(hist, labels=labels)
+    U = scorer.user_embeddings(hist, labels=labels)
     tg = eval_set.targets
     m = rmse(U, model.item_embeddings, tg,
-             offset=model.offsets(tg.item) + bias[np.asarray(tg.user)],
+             offset=scorer.offsets(tg.item) + bias[np.asarray(tg.user)],
              item_buckets=buckets, clip=cfg.data.rating_bounds)
     _bucket_ranges(m, buckets, counts)
     m["privacy"] = model.privacy_summary()
@@ -153,7 +153,7 @@ def released_baselines(model, train, eval_set):
                                                          privacy)
         if model.item_offsets is not None:
             yield "private item offsets", mean_rating_metrics(
-                model.offsets(np.arange(model.n_items)), train, eval_set, privacy)
+                model.scorer.offsets(np.arange(model.n_items)), train, eval_set, privacy)
     elif model.item_counts is not None:
         yield "private popularity", private_popularity_metrics(model.item_counts, train,
                                                                eval_set, privacy)
