@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import zipfile
 from pathlib import Path
 
@@ -70,7 +71,6 @@ def _describe(types) -> str:
 def require_regular(path: Path, why: str) -> None:
     """Read only regular files: a directory, a FIFO or a symlink loop is refused, not hung
     on."""
-    import stat
 
     try:
         st = os.stat(path)

@@ -51,16 +51,16 @@ import dp_accounting
 import jax
 import jax.numpy as jnp
 import optax
+from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from dpmt.errors import ConfigError, check_range
 from dpmt.solvers import noise, sharding
 from dpmt.solvers.encoders import EmbeddingEncoder
-from dpmt.solvers.gd_blocks import (_check_user_layout, fast_clipped_sum, keep_scratch,
-                                    prepare_steps)
+from dpmt.solvers.gd_blocks import _check_user_layout, fast_clipped_sum, keep_scratch, prepare_steps
+from dpmt.solvers.layout import (DEFAULT_MAX_CHUNK_BYTES, Chunk, Layout, count_trace, gather_slots,
+                                 require_unsegmented)
 from dpmt.solvers.losses import Loss, squared_loss
-from dpmt.solvers.layout import (DEFAULT_MAX_CHUNK_BYTES, Chunk, Layout, count_trace,
-                                 gather_slots, require_unsegmented)
 
 _HI = jax.lax.Precision.HIGHEST
 
@@ -425,11 +425,7 @@ def make_noisy_gd_step(encoder, optimizer: optax.GradientTransformation, *,
     def step(params, opt_state, layout, X, weights, labels, key, clip_norm, noise_multiplier,
              sampling_rate, reg, num_users, extra_quadratic=None):
         if mesh is not None:
-            # one input sharding every call (replicated), or each new placement of V / U /
-            # the optimizer state would compile the step again
-            from jax.sharding import NamedSharding, PartitionSpec
-
-            rep = NamedSharding(mesh, PartitionSpec())
+            rep = NamedSharding(mesh, P())
             (params, opt_state, X, weights, labels, key, extra_quadratic) = jax.device_put(
                 (params, opt_state, X, weights, labels, key, extra_quadratic), rep)
         g = _noisy_gradient(encoder, params, layout, X, weights, labels, key, clip_norm,
