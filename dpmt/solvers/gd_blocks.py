@@ -133,11 +133,17 @@ def prepare_steps(items: Layout, users: Layout | None, X, weights, labels, *,
     """
     pre = pregathered_buckets(items, X.shape[-1], pregather_bytes)
     scratch = _SCRATCH.pop(items, None) if reuse and any(pre) else None
-    if scratch is not None:
-        want = [b.cols.shape + (X.shape[-1],) for b, p in zip(_buckets(items), pre) if p]
-        if [tuple(x.shape) for x in scratch] != [tuple(w) for w in want] or any(
-                x.dtype != X.dtype or x.devices() != X.devices() for x in scratch):
-            scratch = None
+    want = [b.cols.shape + (X.shape[-1],) for b, p in zip(_buckets(items), pre) if p]
+    if scratch is not None and ([tuple(x.shape) for x in scratch] != [tuple(w) for w in want]
+                                or any(x.dtype != X.dtype or x.devices() != X.devices()
+                                       for x in scratch)):
+        scratch = None
+    if scratch is None and reuse and want and len(X.devices()) == 1:
+        # the first call of a run donates blocks of the same shapes as the later ones, so
+        # that the step compiles once, not again at the second call (one device: the
+        # blocks' placement is X's; on a mesh it is the compiler's, and that call retraces)
+        dev = next(iter(X.devices()))
+        scratch = tuple(jax.device_put(jnp.zeros(w, X.dtype), dev) for w in want)
     return _prepare_jit(items, users, X, weights, labels, scratch, pregather=pre)
 
 
