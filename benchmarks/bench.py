@@ -218,12 +218,12 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
     # one warm-up iteration (compiles every kernel) + the timed ones, all planned and charged
     # the SSP item step (Algorithm 1) with adaptive weights is what the tables time, with the
     # default item solve unless told otherwise
-    item_solve = item_solve or TrainConfig().item_solve
+    item_solve = item_solve or TrainConfig().ssp.item_solve
     user_solve = user_solve or TrainConfig().user_solve
     other_solve = "project" if item_solve == "shift" else "shift"
-    cfg = TrainConfig(dim=dim, iterations=iterations + 1, epsilon=epsilon, seed=seed,
-                      solver="ssp", weights="adaptive", reg=1.0, item_solve=item_solve,
-                      user_solve=user_solve)
+    cfg = TrainConfig(dim=dim, iterations=iterations + 1, solver="ssp", weights="adaptive", reg=1.0,
+                      user_solve=user_solve, data=dict(seed=seed), ssp=dict(item_solve=item_solve),
+                      privacy=dict(epsilon=epsilon))
     t0 = time.perf_counter()
     # counts, weights, layouts and steps: fit's own setup (a benchmark: reproducible noise on
     # purpose, its model is never published)
@@ -248,7 +248,7 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
     # the same steps with the other item solve (same layouts, weights and inputs)
     other_steps = None
     if compare:
-        other_steps = dataclasses.replace(steps, cfg=cfg.replace(item_solve=other_solve))
+        other_steps = dataclasses.replace(steps, cfg=cfg.replace(ssp=dict(item_solve=other_solve)))
         other_steps.item_step = ssp_item_step(other_steps)
     other_diffs: list[float] = []
     fl_user = user_step_flops(users, train.n_items, dim)
@@ -510,7 +510,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     defaults = TrainConfig()
     p.add_argument("--item-solve", choices=("shift", "project", "cg"), default=None,
                    help="the SSP item solve of the timed iteration (default: dpmt's default, "
-                        f"{defaults.item_solve}; cg: warm-started conjugate gradients from "
+                        f"{defaults.ssp.item_solve}; cg: warm-started conjugate gradients from "
                         "the previous V)")
     p.add_argument("--user-solve", choices=("exact", "cg"), default=None,
                    help=f"the user step's solve (default {defaults.user_solve}; cg: "

@@ -38,8 +38,8 @@ def default_config(dim: int, epsilon: float, *, repeats: int, seed: int = 0):
     from dpmt.config import TrainConfig
 
     base = TrainConfig()
-    return base.replace(dim=dim, epsilon=epsilon, seed=seed,
-                        iterations=max(base.iterations, PRIVATE_WARMUP + repeats))
+    return base.replace(dim=dim, iterations=max(base.iterations, PRIVATE_WARMUP + repeats),
+                        data=dict(seed=seed), privacy=dict(epsilon=epsilon))
 
 
 def private_runs(train, ssp_cfg, *, repeats: int, execution=None, noise_seed: int = 0) -> dict:
@@ -53,9 +53,9 @@ def private_runs(train, ssp_cfg, *, repeats: int, execution=None, noise_seed: in
     from dpmt.train.training_run import setup
 
     n = PRIVATE_WARMUP + repeats
-    cfgs = {f"dpmt_private_{ssp_cfg.item_solve}": ssp_cfg.replace(iterations=n),
-            DEFAULT_PATH: default_config(ssp_cfg.dim, ssp_cfg.epsilon, repeats=repeats,
-                                         seed=ssp_cfg.seed)}
+    cfgs = {f"dpmt_private_{ssp_cfg.ssp.item_solve}": ssp_cfg.replace(iterations=n),
+            DEFAULT_PATH: default_config(ssp_cfg.dim, ssp_cfg.privacy.epsilon, repeats=repeats,
+                                         seed=ssp_cfg.data.seed)}
     return {name: setup(train, cfg, execution=execution,
                         noise=NoiseSource.from_seed(noise_seed))
             for name, cfg in cfgs.items()}
@@ -66,18 +66,19 @@ def run_description(run) -> dict:
     auto settings decided by setup) and its method: the row's label and the JSON's record."""
     c = run.model_cfg
     out = {"solver": run.method.name, "config_solver": c.solver, "user_solve": c.user_solve,
-           "weights": c.weights, "reg": c.reg, "epsilon": c.epsilon, "delta": c.delta,
+           "weights": c.weights, "reg": c.reg, "epsilon": c.privacy.epsilon,
+           "delta": c.privacy.delta,
            "dim": c.dim, "iterations": c.iterations, "gravity": c.gravity,
            "cg_steps": c.cg_steps}
     if run.method.name == "ssp":
-        out["item_solve"] = c.item_solve
+        out["item_solve"] = c.ssp.item_solve
     else:
         out.update(gd_steps=c.gd.steps, gd_optimizer=c.gd.optimizer,
                    gd_learning_rate=c.gd.learning_rate,
                    gd_sampling_rate=c.gd.sampling_rate, gd_encoder=c.gd.encoder)
     from dpmt.config import TrainConfig
 
-    base, given = TrainConfig().to_dict(), run.cfg.to_dict()
+    base, given = TrainConfig().flat_dict(), run.cfg.flat_dict()
     out["differs_from_train_defaults"] = sorted(k for k in given if given[k] != base[k])
     return out
 
@@ -149,7 +150,7 @@ def against_implicit(train, w, steps, V, *, repeats: int = 3, private_runs=None,
         modes[f"cg_{IMPLICIT_CG_STEPS}"] = ("cg", "cg", IMPLICIT_CG_STEPS)
     for name, (item_solve, user_solve, cg_steps) in modes.items():
         st = dataclasses.replace(steps, cfg=cfg.replace(
-            item_solve=item_solve, user_solve=user_solve, cg_steps=cg_steps))
+            user_solve=user_solve, cg_steps=cg_steps, ssp=dict(item_solve=item_solve)))
         st.item_step = ssp_item_step(st)
         dp[name] = st
     U_start = jax.block_until_ready(dp["shift"].solve_users(V))
@@ -235,12 +236,12 @@ def against_implicit(train, w, steps, V, *, repeats: int = 3, private_runs=None,
                    "over observed pairs); dpmt private: dpmt.train.loop.iterate of a run "
                    "made by dpmt.train.training_run.setup; implicit: one fit iteration (user "
                    "+ item solves, implicit-feedback objective) on the same CSR pattern"}
-    ssp_key = f"dpmt_private_{cfg.item_solve}"
+    ssp_key = f"dpmt_private_{cfg.ssp.item_solve}"
     if ssp_key in best:
         # the same solves as the non-private row it is compared with (the user step is never
         # released, so its solve is not a privacy question): only the noise differs
         out["ratio_dpmt_private_over_nonprivate"] = \
-            best[ssp_key] / best[f"dpmt_nonprivate_{cfg.item_solve}"]
+            best[ssp_key] / best[f"dpmt_nonprivate_{cfg.ssp.item_solve}"]
     if DEFAULT_PATH in best:
         out["ratio_default_over_implicit_cg"] = out["ratio_over_implicit_cg"][DEFAULT_PATH]
         out["ratio_default_over_implicit_exact"] = \

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from benchmarks.quality_report import K, METRIC, load_rating_rows, load_rows, write_report
 from dpmt.baselines import MAX_EASE_ITEMS
-from dpmt.config import ExecutionConfig, TrainConfig
+from dpmt.config import ExecutionConfig, NonPrivate, TrainConfig, route
 from dpmt.data.synthetic_ratings import EXPLICIT_PREFIX, QUICK_EXPLICIT_SPEC, is_explicit_spec
 from dpmt.runtime import release_compiled_code
 
@@ -92,19 +92,21 @@ class Dataset:
 def datasets(quick: bool) -> list[Dataset]:
     """The benchmark's datasets (``quick``: ML-100K held-out users, one seed, two grid
     points — about 2 minutes on 2 cores)."""
-    ml = TrainConfig(dataset="ml-100k", split="heldout-users", heldout_users=100, delta=1e-5)
+    ml = TrainConfig(data=dict(dataset="ml-100k", split="heldout-users", heldout_users=100),
+                     privacy=dict(delta=1e-5))
     if quick:
         return [Dataset("ML-100K held-out users (100 + 100)", ml, (0,), (1.0, 5.0, 20.0),
                         private_grid=PRIVATE_GRID[:2], als_grid=ALS_GRID[:1],
                         solve_grid=(dict(dim=32, reg=10.0),))]
-    synth = TrainConfig(dataset="synthetic:users=50000,items=5000,interactions=3000000",
-                        split="heldout-users", heldout_users=5000, delta=1e-6)
-    ml20 = TrainConfig(dataset="synthetic:like=ml-20m", split="heldout-users",
-                       heldout_users=10_000, delta=1e-6)
+    synth = TrainConfig(data=dict(dataset="synthetic:users=50000,items=5000,interactions=3000000",
+                                  split="heldout-users", heldout_users=5000),
+                        privacy=dict(delta=1e-6))
+    ml20 = TrainConfig(data=dict(dataset="synthetic:like=ml-20m", split="heldout-users",
+                                 heldout_users=10_000), privacy=dict(delta=1e-6))
     return [
         Dataset("ML-100K held-out users (100 + 100)", ml, (0, 1, 2), (1.0, 5.0, 20.0)),
-        Dataset("ML-100K per-user split (80/10/10)", ml.replace(split="per-user"), (0, 1, 2),
-                (1.0, 5.0, 20.0)),
+        Dataset("ML-100K per-user split (80/10/10)", ml.replace(data=dict(split="per-user")),
+                (0, 1, 2), (1.0, 5.0, 20.0)),
         Dataset("Skewed synthetic, 50k users × 5k items × 3M (5k + 5k held out)", synth, (0,),
                 (1.0, 5.0, 20.0),
                 # noisy GD at λ = 10 led λ = 3 on validation here at ε = 5 and 20
@@ -175,8 +177,8 @@ def run_ratings(rd: RatingDataset, ex: ExecutionConfig, bar=None) -> list[dict]:
     from dpmt.train.loop import fit
     from dpmt.train.rundir import prepare_data
 
-    base = TrainConfig(dataset=rd.dataset, task="rating", split="random", seed=rd.seed,
-                       noise_seed=rd.seed)
+    base = TrainConfig(task="rating", data=dict(dataset=rd.dataset, split="random", seed=rd.seed),
+                       privacy=dict(noise_seed=rd.seed))
     t = time.time()
     split = prepare_data(base, ex)
     train, test = split.train, split.test
@@ -207,10 +209,10 @@ def run_ratings(rd: RatingDataset, ex: ExecutionConfig, bar=None) -> list[dict]:
         rmse = evaluate_ratings(model, train, test)["overall"]["rmse"]
         return model, rmse, time.time() - t0
 
-    _, nonpriv, sec = fitted(base.replace(private=False))
+    _, nonpriv, sec = fitted(base.replace(privacy=NonPrivate()))
     add(NONPRIVATE, math.inf, nonpriv, sec, math.inf, chosen="private=False")
     for eps in rd.epsilons:
-        model, rmse, sec = fitted(base.replace(epsilon=eps))
+        model, rmse, sec = fitted(base.replace(privacy=dict(epsilon=eps)))
         add(PRIVATE, eps, rmse, sec, float(model.epsilon), ratio=gap_ratio(rmse, nonpriv, gm))
     return rows
 
@@ -316,7 +318,7 @@ def run_dataset(ds: Dataset, ex: ExecutionConfig, bar=None) -> list[dict]:
 
     for seed in ds.seeds:
         # reproducible noise on purpose: a benchmark's models are never published
-        base = ds.base.replace(seed=seed, noise_seed=seed)
+        base = ds.base.replace(data=dict(seed=seed), privacy=dict(noise_seed=seed))
         t = time.time()
         split = prepare_data(base, ex)
         train = split.train
@@ -327,13 +329,15 @@ def run_dataset(ds: Dataset, ex: ExecutionConfig, bar=None) -> list[dict]:
              "epsilon_spent": math.inf})
         # ALS = exact item solves without noise (solver="ssp", private=False), whatever the
         # default solver is
-        als = tune_cell(train, split, [base.replace(private=False, **{"solver": "ssp", **g})
+        als = tune_cell(train, split, [base.replace(**route({"solver": "ssp", **g}),
+                                                    privacy=NonPrivate())
                                        for g in ds.als_grid], ex)
         add("ALS (non-private, tuned)", seed, math.inf, als)
         if train.n_items <= MAX_EASE_ITEMS:
             add(EASE, seed, math.inf, ease_cell(train, split))
         for eps in ds.epsilons:
-            cell = tune_cell(train, split, [base.replace(epsilon=eps)], ex, tune_eta=False)
+            cell = tune_cell(train, split, [base.replace(privacy=dict(epsilon=eps))], ex,
+                             tune_eta=False)
             add("dpmt defaults", seed, eps, cell)
             counts = cell["_first"].item_counts
             if counts is not None:
@@ -343,12 +347,14 @@ def run_dataset(ds: Dataset, ex: ExecutionConfig, bar=None) -> list[dict]:
                     {"validation": pv["overall"][METRIC], "test": _entry(pt), "chosen": "-",
                      "seconds": 0.0, "epsilon_spent": cell["epsilon_spent"]})
             for w in ds.weightings:
-                cfgs = [base.replace(epsilon=eps, weights=w, **g) for g in ds.private_grid]
+                cfgs = [base.replace(**route({**g, "weights": w, "epsilon": eps}))
+                        for g in ds.private_grid]
                 add(w, seed, eps, tune_cell(train, split, cfgs, ex))
             for solve in SOLVES if ds.solve_grid else ():
                 # issue 11: the eigh-free solve is adopted only if it costs no Recall@20
-                cfgs = [base.replace(epsilon=eps, weights="adaptive", solver="ssp",
-                                     item_solve=solve, **g) for g in ds.solve_grid]
+                cfgs = [base.replace(**route({"weights": "adaptive", "solver": "ssp", **g,
+                                              "item_solve": solve, "epsilon": eps}))
+                        for g in ds.solve_grid]
                 add(f"adaptive, SSP {solve}", seed, eps, tune_cell(train, split, cfgs, ex))
     return rows
 

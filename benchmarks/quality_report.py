@@ -200,7 +200,7 @@ def dataset_section(summary, ds, plot_name: str) -> str:
     methods = list(dict.fromkeys(m for (d, m, _e) in summary if d == ds.name))
     users = next(s["users"] for (d, _m, _e), s in summary.items() if d == ds.name)
     lines = [f"## {ds.name}", "",
-             f"δ = {ds.base.delta:g}; seeds {', '.join(map(str, ds.seeds))}; {users} test "
+             f"δ = {ds.base.privacy.delta:g}; seeds {', '.join(map(str, ds.seeds))}; {users} test "
              f"users; test Recall@{K} (mean ± std over seeds) of the configuration chosen on "
              "validation.", "",
              "| method | " + " | ".join(f"ε = {e:g}" for e in eps) + " |",

@@ -10,7 +10,8 @@ and importing changes nothing in the process):
 * :func:`run` — load a dataset, train, evaluate, write a run directory (= a saved model).
 * :class:`Model` — ``recommend``, ``recommend_batch``, ``similar_items``, ``fold_in``,
   ``score``, ``save``/``load``.
-* :class:`TrainConfig` (with :class:`GDConfig`), :class:`ExecutionConfig`.
+* :class:`TrainConfig` (with its sub-configs :class:`DataConfig`, :class:`GDConfig`,
+  :class:`SSPConfig`, :class:`PrivacyConfig` or :class:`NonPrivate`), :class:`ExecutionConfig`.
 * :class:`Ratings`, :class:`PrivacyLedger`, the errors (:class:`DpmtError` and subclasses).
 """
 
@@ -26,6 +27,10 @@ _LAZY = {
     "Model": ("dpmt.model", "Model"),
     "TrainConfig": ("dpmt.config", "TrainConfig"),
     "GDConfig": ("dpmt.config", "GDConfig"),
+    "SSPConfig": ("dpmt.config", "SSPConfig"),
+    "DataConfig": ("dpmt.config", "DataConfig"),
+    "PrivacyConfig": ("dpmt.config", "PrivacyConfig"),
+    "NonPrivate": ("dpmt.config", "NonPrivate"),
     "ExecutionConfig": ("dpmt.config", "ExecutionConfig"),
     "Ratings": ("dpmt.data.ratings", "Ratings"),
     "PrivacyLedger": ("dpmt.privacy.ledger", "PrivacyLedger"),

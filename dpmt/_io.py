@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+
+from dpmt.errors import ConfigError
 
 __all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "atomic_save_npz",
            "check_output_path"]
@@ -51,7 +56,6 @@ def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: int = 2) -> 
 
 def atomic_save_npz(path: str | os.PathLike, **arrays) -> None:
     """``np.savez`` of ``arrays`` to ``path`` atomically (built in memory, then written)."""
-    import numpy as np
 
     buf = io.BytesIO()
     np.savez(buf, **arrays)
@@ -60,9 +64,6 @@ def atomic_save_npz(path: str | os.PathLike, **arrays) -> None:
 
 def jsonable(x: Any):
     """``x`` with numpy scalars/arrays made JSON-native; NaN → None, ±inf → "inf"/"-inf"."""
-    import math
-
-    import numpy as np
 
     if isinstance(x, dict):
         return {str(k): jsonable(v) for k, v in x.items()}
@@ -88,7 +89,6 @@ def check_output_path(path: str | os.PathLike, flag: str, *, folder: bool) -> No
     """Refuse, before any work, an output that cannot be written: ``path`` is a file where
     a folder is wanted (or the reverse), sits below a file, or its nearest existing parent is
     not writable. Raises :class:`~dpmt.errors.ConfigError` naming ``flag``."""
-    from dpmt.errors import ConfigError
 
     p = Path(path)
     if folder and p.exists() and not p.is_dir():

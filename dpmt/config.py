@@ -1,118 +1,57 @@
-"""Configuration: what defines a model, apart from how it is executed.
+"""Configuration: what defines a model, apart from how it is executed — one dataclass per
+consumer.
 
-* :class:`TrainConfig` — everything that changes the trained model or its privacy guarantee:
-  data preparation, the model, the weights, the solver (noisy-GD settings in the sub-config
-  :class:`GDConfig`), the privacy target and the seed. Serialised with every run and every
-  saved model; a resumed run must match it field for field.
+* :class:`TrainConfig` — everything that changes the trained model or its privacy guarantee.
+  Its own fields are the model that ``fit`` trains (task, dimension, sweeps, ridge, gravity,
+  clip, start, prior, the rating model's labels, the weights and the item-step solver); the
+  rest is grouped by what reads it:
+
+  - :class:`DataConfig` (``cfg.data``) — the dataset, its file format and the split: read by
+    :func:`dpmt.train.rundir.prepare_data`, never by ``fit``;
+  - :class:`GDConfig` (``cfg.gd``) and :class:`SSPConfig` (``cfg.ssp``) — each item-step
+    solver's own settings, read by its registry entry;
+  - :class:`PrivacyConfig` (``cfg.privacy``) — the (ε, δ) target, the accountant, the noise
+    split and the noise seed, read by the plan and the ledger; :class:`NonPrivate` in its
+    place trains the non-private baseline (no plan, no noise, ε = ∞), as jax-privacy's
+    configs say "no DP" with an object rather than a flag.
+
+  Serialised (:meth:`TrainConfig.stored`) with every run and every saved model, nested as
+  above, with ``config_version`` (:mod:`dpmt.config_schema` migrates older flat ones); a
+  resumed run must match it field for field.
 * :class:`ExecutionConfig` — how a run is executed (number of devices, where datasets live,
   progress output). It cannot change the model (tested: 1, 2 and 4 devices give the same V),
   so resume ignores it and it is not part of a model's fingerprint. The split follows
   jax-privacy's separation of performance flags from what changes the model.
 
 Every field carries its help text and CLI group in ``dataclasses.field(metadata=...)``; the
-command line (:mod:`dpmt.apps.cli`) is generated from them, so the library and the CLI share
-one set of defaults.
+command line (:mod:`dpmt.apps.cli`) is generated from them (one flag per field, whichever
+sub-config holds it: ``--epsilon``, ``--dataset``, ``--item-solve``; GDConfig's as
+``--gd-*``), so the library and the CLI share one set of defaults. :func:`route` maps those
+flat names to the sub-configs (the CLI, ``dpmt tune --grid`` and ``dpmt compare`` use it).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
-import math
-from typing import Any
+from typing import Any, Mapping
 
+from dpmt.config_groups import (BIG, INITS, MAX_DIM, MAX_SPECTRAL_ITEMS, USER_SOLVES,
+                                DataConfig, GDConfig, NonPrivate, PrivacyConfig, SSPConfig,
+                                check_choice, check_finite, check_types, refuse_unknown)
+from dpmt.config_groups import config_field as _f
 from dpmt.config_schema import CONFIG_VERSION, migrate
 from dpmt.errors import ConfigError, check_range
-from dpmt.registry import ITEM_SOLVES, SOLVERS, TASKS, WEIGHTINGS
-from dpmt.tasks import TASK_RULE as _TASK, USER_OFFSETS, apply_task_settings
-
-SPLITS = ("per-user", "heldout-users", "random")
-ENCODERS = ("embedding", "mlp")
-ACCOUNTANTS = ("pld", "rdp")
-OPTIMIZERS = ("sgd", "adam")
-USER_SOLVES = ("exact", "cg")
-ON_DUPLICATE = ("error", "keep-last")
-INITS = ("random", "spectral")
-
-#: upper bound of the scale-like settings (λ, α0, C, β, G, η, noise ratios)
-BIG = 1e6
-#: largest embedding dimension (the d × d item systems; beyond it memory alone refuses)
-MAX_DIM = 4096
-#: largest K of the spectral start (a K × K release and eigendecomposition)
-MAX_SPECTRAL_ITEMS = 16_384
-
-
-def _f(default, help: str, group: str, *, choices=None, flag: str | None = None,
-       none: str | None = None, cli: bool = True, metavar: str | None = None):
-    """A dataclass field with its CLI metadata (help, group, choices, what None means)."""
-    md = {"help": help, "group": group, "choices": choices, "flag": flag, "none": none,
-          "cli": cli, "metavar": metavar}
-    return dataclasses.field(default=default, metadata=md)
-
+from dpmt.registry import SOLVERS, TASKS, WEIGHTINGS
+from dpmt.tasks import PRIVACY_SETTINGS, USER_OFFSETS, apply_task_settings
+from dpmt.tasks import TASK_RULE as _TASK
 
 #: ridge λ where the rule of :mod:`dpmt.train.defaults` does not raise it (``reg=None``)
 BASE_REG = 3.0
-#: noisy GD's steps per sweep when ``gd.steps`` is left to the rule: what the plan calibrates
-PLANNED_GD_STEPS = 20
 #: n̂·ε below which ``weights="auto"`` is uniform, above adaptive (:mod:`dpmt.train.defaults`)
 WEIGHTS_SCALE = 100_000.0
-
-
-@dataclasses.dataclass(frozen=True)
-class GDConfig:
-    """Noisy gradient descent (Algorithm 2 of Krichene et al. 2023) on the item step.
-
-    Each alternating-minimisation iteration runs ``steps`` steps on the noisy gradient
-    g = (Σ_j clip_G(∇ℓ_j(θ)) + N(0, (zG)² I)) / n̂ (full batch, or Poisson-sampled users at
-    rate q), each step a Gaussian release of sensitivity G; the update is optax's
-    ``optimizer`` at ``learning_rate`` (post-processing of the released g: sgd is
-    θ ← θ − η g, adam rescales it per coordinate, which makes the step size independent of
-    the noise scale — why it wins at small ε).
-    """
-
-    steps: int | None = _f(None, "noisy gradient steps per alternating-minimisation "
-                           "iteration", "solver",
-                           none=f"a rule from n̂ and ε (dpmt.train.defaults): "
-                           f"{PLANNED_GD_STEPS}, or half as many at twice the learning "
-                           "rate (the same privacy and total step) where n̂·ε ≥ 10⁵")
-    learning_rate: float = _f(0.01, "learning rate of the noisy gradient steps", "solver")
-    clip: float = _f(0.2, "G, per-user gradient clip norm (the sensitivity of each step)",
-                     "solver")
-    sampling_rate: float | None = _f(None, "Poisson sampling rate q of users per step",
-                                     "solver", none="full batch")
-    optimizer: str = _f("adam", "optimizer applied to the noisy gradient (optax)", "solver",
-                        choices=OPTIMIZERS)
-    encoder: str = _f("embedding", "item encoder: an embedding table, or an MLP over public "
-                      "item features (ML-100K genres)", "solver", choices=ENCODERS)
-    mlp_hidden: int = _f(64, "hidden width of the MLP encoder", "solver")
-
-    def __post_init__(self):
-        _check_types(self, "gd.")
-        _check_finite(self)
-        if self.steps is not None:
-            check_range("gd.steps", self.steps, low=1, high=100_000, integer=True)
-        check_range("gd.learning_rate", self.learning_rate, low=0.0, high=BIG, low_open=True)
-        check_range("gd.clip", self.clip, low=0.0, high=BIG, low_open=True)
-        if self.sampling_rate is not None:
-            # q = 1 is full batch: say so with None rather than a Poisson event of rate 1
-            check_range("gd.sampling_rate", self.sampling_rate, low=0.0, high=1.0,
-                        low_open=True, high_open=True)
-        _check_choice("gd.optimizer", self.optimizer, OPTIMIZERS)
-        _check_choice("gd.encoder", self.encoder, ENCODERS)
-        check_range("gd.mlp_hidden", self.mlp_hidden, low=1, high=65_536, integer=True)
-
-    @property
-    def planned_steps(self) -> int:
-        """The steps a run plans and calibrates for: ``steps``, or :data:`PLANNED_GD_STEPS`
-        when it is left to the rule (whose other choice releases the same privacy:
-        :meth:`dpmt.train.methods.noisy_gd.NoisyGDMethod.equivalent_releases`)."""
-        return PLANNED_GD_STEPS if self.steps is None else int(self.steps)
-
-    @property
-    def uses_mlp(self) -> bool:
-        """Whether items are encoded by an MLP over public features (else a table)."""
-        return self.encoder == "mlp"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,31 +76,22 @@ class TrainConfig:
     exact user step u_j = (Σ_{i∈I_j} v_i v_iᵀ + α0 VᵀV + λI)⁻¹ Σ_i y_ij v_i clipped to
     ‖u_j‖ ≤ C, then a private item step on the weighted objective with weights w_ij,
     Σ_i w_ij² ≤ β for every user. ``help`` in each field's metadata documents it.
+
+    The fields here are the model ``fit`` trains; ``data``, ``gd``, ``ssp`` and ``privacy``
+    hold what their consumers read (see the module docstring). A sub-config is given whole or
+    as a dict of its fields — ``TrainConfig(dim=64, privacy=dict(epsilon=1.0))``,
+    ``cfg.replace(data=dict(split="heldout-users"))``, ``TrainConfig(privacy=NonPrivate())``;
+    :func:`route` maps flat names (``epsilon``, ``dataset``, ``gd_steps``) to them.
     """
 
-    # -- data --------------------------------------------------------------------------
+    # -- what the model learns ------------------------------------------------------------
     task: str = _f("implicit", "implicit: the positives (ratings above --positive-threshold) "
                    "with label 1, ranked by Recall@k; rating: predict the ratings themselves "
                    "(RMSE), centred by a private global mean and clipped to ±label_clip",
                    "data", choices=TASKS)
-    dataset: str = _f("ml-100k", "dataset name (ml-100k, ml-1m, ml-10m, ml-20m, ml-25m, "
-                      "ml-latest-small), a ratings file, tfds:movielens/..., or "
-                      "synthetic[:users=..,items=..,interactions=..,alpha=..]", "data")
-    columns: str | None = _f(None, "column mapping of a CSV/TSV file with a header, e.g. "
-                             "user=uid,item=iid,rating=stars,timestamp=ts", "data",
-                             none="userId,movieId,rating,timestamp", metavar="SPEC")
-    rating_range: str = _f("auto", "allowed rating range of a ratings file: LOW,HIGH, none "
-                           "(no check) or auto (MovieLens formats: 0.5,5)", "data",
-                           metavar="LOW,HIGH")
-    items: str | None = _f(None, "the public item catalogue of a ratings file: one item id per "
-                           "line (or a CSV with an item column); the model's rows are exactly "
-                           "these items. Without it a private run selects its items privately "
-                           "(MovieLens and synthetic data bring their own catalogue)", "data",
-                           none="the dataset's own catalogue, else private selection",
-                           metavar="FILE")
-    on_duplicate: str = _f("error", "what to do with duplicate (user, item) pairs in a file: "
-                           "error, or keep-last (the latest rating)", "data",
-                           choices=ON_DUPLICATE)
+    data: DataConfig = dataclasses.field(default_factory=DataConfig, metadata={"cli": False})
+
+    # -- the rating task's labels --------------------------------------------------------
     label_clip: float | None = _f(None, "rating task: labels y = r − μ̂ − b̂_i clipped to "
                                   "[−c, c] (sensitivity √β·C·c)", "data", none=_TASK)
     item_offsets: bool = _f(True, "rating task: no private item offsets (only the global "
@@ -172,24 +102,6 @@ class TrainConfig:
     user_bias_reg: float = _f(2.0, "rating task: λ_b, the ridge of the user bias b_j", "data")
     user_offsets: str = _f("slopes", "rating task: a user's own offsets (b_j; with slopes on "
                            "b̂_i, log ñ_i; dpmt.labels)", "data", choices=USER_OFFSETS)
-    positive_threshold: float = _f(3.5, "ratings above this are positives (3.5: 4 and 5 "
-                                   "stars)", "data")
-    split: str = _f("per-user", "per-user: each user's positives split train/validation/test; "
-                    "heldout-users: whole users held out (Liang et al. 2018); random: the "
-                    "ratings themselves split 80/10/10 (the ML-10M RMSE protocol, seed "
-                    "1234 + seed)", "data", choices=SPLITS)
-    split_fractions: tuple[float, float, float] = _f(
-        (0.8, 0.1, 0.1), "train/validation/test fractions of the per-user split", "data",
-        cli=False)
-    heldout_users: int = _f(100, "validation users and test users (each, on average) for "
-                            "heldout-users; a user's role is a keyed hash of that user alone, "
-                            "at the fraction heldout_users / (users in the file)", "data")
-    heldout_fraction: float | None = _f(None, "fraction of users held out for validation and "
-                                        "for test (each) for heldout-users: overrides "
-                                        "--heldout-users, and makes the split exactly "
-                                        "neighbour-stable (the fraction does not depend on how "
-                                        "many users there are)", "data",
-                                        none="heldout_users / number of users")
 
     # -- model -------------------------------------------------------------------------
     dim: int = _f(32, "embedding dimension d", "model")
@@ -238,17 +150,7 @@ class TrainConfig:
                             "Algorithm 1) or gd (noisy GD, Algorithm 2)", "solver",
                             choices=SOLVERS, none=_TASK)
     gd: GDConfig = dataclasses.field(default_factory=GDConfig, metadata={"cli": False})
-    item_solve: str = _f("cg", "how SSP makes the noisy item systems well-posed and solves "
-                         "them (post-processing, no privacy cost): cg (Â + s·I with s from the "
-                         "known noise scale, solved by --cg-steps conjugate-gradient steps from "
-                         "the previous V, checked, Cholesky fallback; no d³ factorisation, "
-                         "the same test Recall@20 as shift in the 9 SSP cells of "
-                         "experiments/cg_quality.py), shift (the same system by one checked "
-                         "Cholesky per item; ≥ project in 8 of 9 QUALITY.md cells), project "
-                         "(Π(Â) by an eigendecomposition, the reference's Algorithm 1) or "
-                         "floor (the eigenvalues of Â + α0Ĝ + λI floored at λ)",
-                         "solver",
-                         choices=ITEM_SOLVES)
+    ssp: SSPConfig = dataclasses.field(default_factory=SSPConfig, metadata={"cli": False})
     user_solve: str = _f("cg", "how the (unreleased) user systems are solved: cg "
                          "(--cg-steps matrix-free conjugate-gradient steps from the previous "
                          "iteration's U, which the trainer's checkpoint keeps so that a resume "
@@ -261,51 +163,30 @@ class TrainConfig:
                        "difference to the exact solve at ML-20M scale)", "solver")
 
     # -- privacy -----------------------------------------------------------------------
-    private: bool = _f(True, "train without noise (the non-private baseline)", "privacy",
-                       flag="--no-privacy")
-    epsilon: float = _f(5.0, "target ε for the whole run (counts + every iteration)",
-                        "privacy")
-    delta: float = _f(1e-5, "target δ for the whole run", "privacy")
-    accountant: str = _f("pld", "dp_accounting accountant: pld (tight) or rdp", "privacy",
-                         choices=ACCOUNTANTS)
-    count_noise_multiplier: float | None = _f(None, "fixed noise multiplier z of the private "
-                                              "item counts", "privacy", flag="--count-noise",
-                                              none="calibrated with the rest")
-    count_noise_ratio: float | None = _f(None, "noise of the counts (ratings: and μ̂, b̂_i) "
-                                         "relative to the others", "privacy", none=_TASK)
-    b_noise_ratio: float = _f(1.0, "noise of b̂ relative to Â (SSP)", "privacy")
-    gram_noise_ratio: float = _f(1.0, "noise of the Gramian Ĝ_U relative to Â", "privacy")
-    spectral_noise_ratio: float = _f(1.0, "noise of the spectral start's co-occurrence "
-                                     "relative to the other releases (init=spectral)",
-                                     "privacy")
-
-    seed: int = _f(0, "seed of the split (public: it decides which part a user would be in, "
-                   "not whether anyone is in the data); never the noise's", "model")
-    noise_seed: int | None = _f(None, "seed of every noise draw, for reproducible experiments "
-                                "ONLY: a model trained with it is NOT private against anyone "
-                                "who knows the seed", "privacy",
-                                none="a secret key from OS entropy, kept in the trainer's "
-                                "private state")
+    privacy: PrivacyConfig | NonPrivate = dataclasses.field(default_factory=PrivacyConfig,
+                                                          metadata={"cli": False})
 
     def __post_init__(self):
+        for name, cls in (("data", DataConfig), ("gd", GDConfig), ("ssp", SSPConfig),
+                          ("privacy", PrivacyConfig)):
+            if isinstance(getattr(self, name), dict):    # TrainConfig(gd=dict(steps=10))
+                object.__setattr__(self, name, cls(**getattr(self, name)))
+        for name, cls in (("data", DataConfig), ("gd", GDConfig), ("ssp", SSPConfig)):
+            if not isinstance(getattr(self, name), cls):
+                raise ConfigError(f"{name} must be a {cls.__name__} (got "
+                                  f"{type(getattr(self, name)).__name__}); use "
+                                  f"TrainConfig({name}={cls.__name__}(...))")
+        if not isinstance(self.privacy, (PrivacyConfig, NonPrivate)):
+            raise ConfigError(f"privacy must be a PrivacyConfig or NonPrivate() (got "
+                              f"{type(self.privacy).__name__}); use "
+                              "TrainConfig(privacy=PrivacyConfig(epsilon=...))")
         apply_task_settings(self)                     # None: the task's (dpmt.tasks)
-        if not isinstance(self.gd, GDConfig):
-            raise ConfigError(f"gd must be a GDConfig (got {type(self.gd).__name__}); use "
-                              "TrainConfig(gd=GDConfig(steps=...))")
-        _check_types(self)
-        _check_finite(self)
-        for name, allowed in [("solver", SOLVERS), ("weights", WEIGHTINGS), ("split", SPLITS),
-                              ("accountant", ACCOUNTANTS), ("on_duplicate", ON_DUPLICATE),
-                              ("item_solve", ITEM_SOLVES), ("user_solve", USER_SOLVES),
-                              ("task", TASKS), ("user_offsets", USER_OFFSETS)]:
-            _check_choice(name, getattr(self, name), allowed)
-        if self.items is not None and (not isinstance(self.items, str) or not self.items):
-            raise ConfigError(f"items must be the path of an item catalogue file (got "
-                              f"{self.items!r})")
-        for name in ("dataset", "rating_range"):
-            if not isinstance(getattr(self, name), str) or not getattr(self, name):
-                raise ConfigError(f"{name} must be a non-empty string "
-                                  f"(got {getattr(self, name)!r})")
+        check_types(self)
+        check_finite(self)
+        for name, allowed in [("solver", SOLVERS), ("weights", WEIGHTINGS),
+                              ("user_solve", USER_SOLVES), ("task", TASKS),
+                              ("user_offsets", USER_OFFSETS)]:
+            check_choice(name, getattr(self, name), allowed)
         # upper bounds: beyond them a run is meaningless or overflows float32/float64 (they
         # are far outside anything useful, and refusing is better than a NaN or a traceback)
         check_range("dim", self.dim, low=1, high=MAX_DIM, integer=True)
@@ -317,7 +198,7 @@ class TrainConfig:
         check_range("gravity", self.gravity, low=0.0, high=BIG)
         check_range("user_clip", self.user_clip, low=0.0, high=BIG, low_open=True)
         check_range("init_scale", self.init_scale, low=0.0, high=BIG, low_open=True)
-        _check_choice("init", self.init, INITS)
+        check_choice("init", self.init, INITS)
         # K ≤ 16384: a K × K float32 release is 1 GiB there, and its eigh takes minutes
         check_range("spectral_items", self.spectral_items, low=1, high=MAX_SPECTRAL_ITEMS,
                     integer=True)
@@ -329,37 +210,9 @@ class TrainConfig:
         check_range("budget", self.budget, low=0.0, high=BIG, low_open=True)
         if self.count_cap is not None:
             check_range("count_cap", self.count_cap, low=1, high=10**9, integer=True)
-        if not isinstance(self.item_offsets, bool):
-            raise ConfigError(f"item_offsets must be True or False (got {self.item_offsets!r})")
-        if not isinstance(self.private, bool):
-            raise ConfigError(f"private must be True or False (got {self.private!r})")
-        # ε: below 0.01 no run is useful; above 100 the guarantee means nothing and
-        # dp_accounting cannot calibrate reliably. δ: below 1e-12 PLD accounting is
-        # numerically unreliable; above 0.1 it protects nobody.
-        check_range("epsilon", self.epsilon, low=0.01, high=100.0)
-        check_range("delta", self.delta, low=1e-12, high=0.1)
-        if self.count_noise_multiplier is not None:
-            check_range("count_noise_multiplier", self.count_noise_multiplier, low=0.0,
-                        high=BIG, low_open=True)
-        for r in ("count_noise_ratio", "b_noise_ratio", "gram_noise_ratio",
-                  "spectral_noise_ratio"):
-            check_range(r, getattr(self, r), low=0.0, high=BIG, low_open=True)
-        check_range("positive_threshold", self.positive_threshold)
-        if len(self.split_fractions) != 3 or any(f < 0 for f in self.split_fractions) or \
-                abs(sum(self.split_fractions) - 1.0) > 1e-6:
-            raise ConfigError("split_fractions must be three non-negative numbers summing to 1 "
-                              f"(got {self.split_fractions})")
-        check_range("heldout_users", self.heldout_users, low=1, high=10**8, integer=True)
-        if self.heldout_fraction is not None:
-            check_range("heldout_fraction", self.heldout_fraction, low=0.0, high=0.5,
-                        low_open=True, high_open=True)
         check_range("label_clip", self.label_clip, low=0.0, high=BIG, low_open=True)
         check_range("user_bias_reg", self.user_bias_reg, low=0.0, high=BIG)
         TASKS[self.task].check(self)                # the splits the task accepts
-        # a seed becomes a JAX PRNG key (uint32 pair) and a numpy seed: keep it in range
-        check_range("seed", self.seed, low=0, high=2**31 - 1, integer=True)
-        if self.noise_seed is not None:
-            check_range("noise_seed", self.noise_seed, low=0, high=2**63 - 1, integer=True)
         WEIGHTINGS[self.weights].check(self)        # e.g. β an integer for uniform/tail
         if self.gd.uses_mlp and self.solver != "gd":
             raise ConfigError("encoder='mlp' needs solver='gd' (SSP solves a linear model per "
@@ -369,22 +222,15 @@ class TrainConfig:
                               "(gd.encoder='mlp') does not start from V: use init='random'")
 
     @property
+    def private(self) -> bool:
+        """Whether the run is private (``privacy`` is a :class:`PrivacyConfig`, not
+        :class:`NonPrivate`)."""
+        return self.privacy.private
+
+    @property
     def spectral_start(self) -> bool:
         """Whether V starts from the private spectral release (``init="spectral"``)."""
         return self.init == "spectral"
-
-    @property
-    def rating_bounds(self) -> tuple[float, float]:
-        """[low, high] of the ratings for the private mean: ``rating_range`` when it is
-        numeric, else MovieLens's [0.5, 5]."""
-        if self.rating_range not in ("auto", "none"):
-            lo, _, hi = self.rating_range.partition(",")
-            try:
-                return float(lo), float(hi)
-            except ValueError:
-                raise ConfigError(f"rating_range must be LOW,HIGH, none or auto (got "
-                                  f"{self.rating_range!r})") from None
-        return 0.5, 5.0
 
     @property
     def y_max(self) -> float:
@@ -422,18 +268,57 @@ class TrainConfig:
         return TASKS[self.task].labelled and self.item_offsets
 
     def replace(self, **changes) -> "TrainConfig":
-        """A copy with ``changes``; ``gd=dict(...)`` updates fields of the GD sub-config."""
-        if isinstance(changes.get("gd"), dict):
-            changes["gd"] = dataclasses.replace(self.gd, **changes["gd"])
-        return dataclasses.replace(self, **{**dict.fromkeys(getattr(self, "_by_task", ())),
-                                            **changes})   # the task's settings re-applied
+        """A copy with ``changes``. A sub-config may be given whole or as a dict of the fields
+        to change: ``replace(gd=dict(steps=10), privacy=dict(epsilon=1.0))`` (a dict given to a
+        non-private config's ``privacy`` makes it private with those settings). The settings
+        the task gave (:func:`dpmt.tasks.apply_task_settings`) are given again by its rule."""
+        by_task = getattr(self, "_by_task", ())
+        changes = {**{f: None for f in by_task if f not in PRIVACY_SETTINGS}, **changes}
+        priv_reset = {f: None for f in by_task if f in PRIVACY_SETTINGS}
+        if priv_reset and "privacy" not in changes:
+            changes["privacy"] = {}
+        if priv_reset and isinstance(changes["privacy"], dict) and self.private:
+            changes["privacy"] = {**priv_reset, **changes["privacy"]}
+        for name in _SUB_CONFIGS:
+            if isinstance(changes.get(name), dict):
+                current = getattr(self, name)
+                if isinstance(current, NonPrivate):
+                    changes[name] = PrivacyConfig(**changes[name])
+                else:
+                    changes[name] = dataclasses.replace(current, **changes[name])
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise ConfigError("not TrainConfig fields: " + _moved(sorted(unknown)))
+        return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields without ``config_version``: what :meth:`fingerprint` and the grids'
-        fingerprints hash (so they do not move with the schema version)."""
-        d = dataclasses.asdict(self)
-        d["split_fractions"] = list(self.split_fractions)
+        """The fields, nested by sub-config (``privacy`` None for :class:`NonPrivate`), without
+        ``config_version``."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        for name in ("data", "gd", "ssp"):
+            d[name] = dataclasses.asdict(d[name])
+        d["data"]["split_fractions"] = list(self.data.split_fractions)
+        d["privacy"] = dataclasses.asdict(self.privacy) if self.private else None
         return d
+
+    def flat_dict(self) -> dict[str, Any]:
+        """One flat dict of every setting (the sub-configs' fields at the top, ``gd``
+        nested, ``private`` True/False, a non-private config with the privacy settings'
+        defaults): the form :meth:`fingerprint` and the grids' fingerprints hash, unchanged
+        since config version 3, so that a fingerprint does not move with the schema."""
+        d = self.to_dict()
+        flat = {k: v for k, v in d.items() if k not in ("data", "ssp", "privacy")}
+        flat.update(d["data"])
+        flat.update(d["ssp"])
+        flat["private"] = self.private
+        if not TASKS[self.task].labelled:   # a rating setting added in version 4: implicit
+            del flat["user_offsets"]        # models keep their fingerprints
+        if self.private:
+            flat.update(d["privacy"])
+        else:                   # the privacy defaults, with the task's count noise ratio
+            ratio = TASKS[self.task].settings(self)["count_noise_ratio"]
+            flat.update(dataclasses.asdict(PrivacyConfig(count_noise_ratio=ratio)))
+        return flat
 
     def stored(self, public: bool = False) -> dict[str, Any]:
         """The stored form (``config.json``, ``model.json``): :meth:`to_dict`, or
@@ -448,17 +333,20 @@ class TrainConfig:
         """:meth:`to_dict` for a published model: the noise seed's value is withheld (a
         seeded model says so in ``model.json``'s ``noise`` entry instead)."""
         d = self.to_dict()
-        d["noise_seed"] = None
+        if d["privacy"] is not None:
+            d["privacy"]["noise_seed"] = None
         return d
 
     def fingerprint(self) -> str:
-        """SHA-256 (hex, 16 chars) of the canonical JSON: equal iff the configs are equal."""
-        text = json.dumps(self.to_dict(), sort_keys=True)
+        """SHA-256 (hex, 16 chars) of the canonical JSON of :meth:`flat_dict`: equal iff the
+        configs are equal."""
+        text = json.dumps(self.flat_dict(), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def diff(self, other: "TrainConfig") -> list[str]:
-        """``field: mine → other's`` for every field that differs (``gd.steps``...)."""
-        a, b = _flat(self.to_dict()), _flat(other.to_dict())
+        """``setting: mine → other's`` for every setting that differs, by its flat name
+        (``epsilon``, ``dataset``, ``private``, ``gd.steps``...: :meth:`flat_dict`)."""
+        a, b = _flat(self.flat_dict()), _flat(other.flat_dict())
         return [f"{k}: {a.get(k)!r} → {b.get(k)!r}" for k in sorted(set(a) | set(b))
                 if a.get(k) != b.get(k)]
 
@@ -470,19 +358,88 @@ class TrainConfig:
         if not isinstance(d, dict):
             raise ConfigError(f"a config must be a JSON object (got {type(d).__name__})")
         d = migrate(d)
-        gd = d.pop("gd", {})
-        if not isinstance(gd, dict):
-            raise ConfigError(f"config key 'gd' must be an object (got {type(gd).__name__})")
-        _unknown(cls, d, "")
-        _unknown(GDConfig, gd, "gd.")
-        if "split_fractions" in d:
-            if not isinstance(d["split_fractions"], (list, tuple)):
-                raise ConfigError("split_fractions must be a list of three numbers")
-            d["split_fractions"] = tuple(d["split_fractions"])
+        subs = {}
+        for name, sub in (("data", DataConfig), ("gd", GDConfig), ("ssp", SSPConfig),
+                          ("privacy", PrivacyConfig)):
+            v = d.pop(name, {})
+            if name == "privacy" and v is None:
+                subs[name] = NonPrivate()
+                continue
+            if not isinstance(v, dict):
+                raise ConfigError(f"config key {name!r} must be an object (got "
+                                  f"{type(v).__name__})")
+            refuse_unknown(sub, v, name + ".")
+            if name == "data" and "split_fractions" in v:
+                if not isinstance(v["split_fractions"], (list, tuple)):
+                    raise ConfigError("split_fractions must be a list of three numbers")
+                v = {**v, "split_fractions": tuple(v["split_fractions"])}
+            subs[name] = v
+        refuse_unknown(cls, d, "")
         try:
-            return cls(gd=GDConfig(**gd), **d)
+            made = {k: (v if not isinstance(v, dict) else
+                        {"data": DataConfig, "gd": GDConfig, "ssp": SSPConfig,
+                         "privacy": PrivacyConfig}[k](**v)) for k, v in subs.items()}
+            return cls(**made, **d)
         except TypeError as e:   # a mistyped value that a comparison could not handle
             raise ConfigError(f"invalid config value: {e}") from None
+
+
+#: TrainConfig's sub-configs, by field name
+_SUB_CONFIGS = ("data", "gd", "ssp", "privacy")
+#: the sub-config that holds each of these settings (flat name → TrainConfig field)
+FIELD_GROUPS: dict[str, str] = {
+    **{f.name: "data" for f in dataclasses.fields(DataConfig)},
+    **{f.name: "ssp" for f in dataclasses.fields(SSPConfig)},
+    **{f.name: "privacy" for f in dataclasses.fields(PrivacyConfig)},
+    **{"gd_" + f.name: "gd" for f in dataclasses.fields(GDConfig)},
+}
+
+
+def _moved(names) -> str:
+    """What to write instead of flat sub-config settings: ``epsilon (in privacy:
+    privacy=dict(epsilon=...))``."""
+    return ", ".join(f"{k} (in {FIELD_GROUPS[k]}: {FIELD_GROUPS[k]}=dict({k}=...))"
+                     if k in FIELD_GROUPS else
+                     f"{k} (privacy=NonPrivate() for private=False)" for k in names)
+
+
+_dataclass_init = TrainConfig.__init__
+
+
+@functools.wraps(_dataclass_init)
+def _init(self, *args, **kwargs):
+    # a setting of a sub-config given flat (the pre-version-4 form) gets a message that says
+    # where it went, not dataclass's "unexpected keyword argument"
+    flat = [k for k in kwargs if k in FIELD_GROUPS or k == "private"]
+    if flat:
+        raise ConfigError("not TrainConfig fields: " + _moved(flat) + "; or "
+                          "TrainConfig(**dpmt.config.route(flat_settings))")
+    _dataclass_init(self, *args, **kwargs)
+
+
+TrainConfig.__init__ = _init
+
+
+def route(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Flat settings (the CLI's names: ``epsilon``, ``dataset``, ``item_solve``, ``gd_steps``,
+    ``dim``; ``private=False`` for :class:`NonPrivate`) → :meth:`TrainConfig.replace`'s
+    arguments (``privacy=dict(epsilon=...)``, ``data=dict(...)``, ``gd=dict(steps=...)``,
+    ``dim=...``). One table, :data:`FIELD_GROUPS`, for every consumer of flat names."""
+    out: dict[str, Any] = {}
+    private = values.get("private", True)
+    if not isinstance(private, bool):
+        raise ConfigError(f"private must be True or False (got {private!r})")
+    for k, v in values.items():
+        group = FIELD_GROUPS.get(k)
+        if k == "private":
+            continue
+        if group is None:
+            out[k] = v
+        elif group != "privacy" or private:
+            out.setdefault(group, {})[k[3:] if group == "gd" else k] = v
+    if not private:         # non-private: the privacy settings do not apply
+        out["privacy"] = NonPrivate()
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -519,75 +476,12 @@ class ExecutionConfig:
                             "execution", cli=False)
 
     def __post_init__(self):
-        _check_types(self)
+        check_types(self)
         check_range("devices", self.devices, low=1, integer=True)
         if not isinstance(self.data_dir, str) or not self.data_dir:
             raise ConfigError(f"data_dir must be a non-empty path (got {self.data_dir!r})")
         if self.lapack_threads is not None:
             check_range("lapack_threads", self.lapack_threads, low=0, integer=True)
-
-
-def _check_types(cfg, prefix: str = "") -> None:
-    """One type rule for every field, by its annotation: an ``int`` field takes a Python or
-    numpy integer, a ``float`` field any real number (Python or numpy), a ``bool`` field
-    True/False, a ``str`` field a string; never a string for a number, nor True/False for a
-    number. Numpy scalars become Python numbers (so that equal configs serialise and
-    fingerprint alike)."""
-    import numbers
-
-    for f in dataclasses.fields(cfg):
-        kind = str(f.type).replace(" ", "")
-        optional = kind.endswith("|None")
-        kind = kind.removesuffix("|None")
-        v = getattr(cfg, f.name)
-        if v is None and optional:
-            continue
-        name = prefix + f.name
-        if kind == "int":
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-                raise ConfigError(f"{name} must be an integer (got {v!r})")
-            v = int(v)
-        elif kind == "float":
-            if isinstance(v, bool) or not isinstance(v, numbers.Real):
-                raise ConfigError(f"{name} must be a number (got {v!r})")
-            v = float(v)
-        elif kind == "bool":
-            if not isinstance(v, (bool, type(None))) and type(v).__name__ != "bool_":
-                raise ConfigError(f"{name} must be True or False (got {v!r})")
-            v = bool(v)
-        elif kind == "str":
-            if not isinstance(v, str):
-                raise ConfigError(f"{name} must be a string (got {v!r})")
-        elif kind.startswith("tuple[float"):
-            if isinstance(v, (str, bytes)) or not hasattr(v, "__len__") or not all(
-                    isinstance(x, numbers.Real) and not isinstance(x, bool) for x in v):
-                raise ConfigError(f"{name} must be a sequence of numbers (got {v!r})")
-            v = tuple(float(x) for x in v)
-        else:
-            continue
-        object.__setattr__(cfg, f.name, v)
-
-
-def _check_finite(cfg) -> None:
-    """±inf is refused here; NaN by each field's range check (whose message gives the
-    range)."""
-    prefix = "gd." if isinstance(cfg, GDConfig) else ""
-    for f in dataclasses.fields(cfg):
-        v = getattr(cfg, f.name)
-        if isinstance(v, float) and math.isinf(v):
-            raise ConfigError(f"{prefix}{f.name} must be a finite number (got {v})")
-
-
-def _check_choice(name: str, value, allowed) -> None:
-    if value not in allowed:
-        raise ConfigError(f"{name} must be one of {', '.join(allowed)} (got {value!r})")
-
-
-def _unknown(cls, d: dict, prefix: str) -> None:
-    unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
-    if unknown:
-        raise ConfigError(f"unknown config keys: {', '.join(prefix + k for k in sorted(unknown))}"
-                          " (a misspelt name, or a config of a newer dpmt: upgrade it)")
 
 
 def _flat(d: dict, prefix: str = "") -> dict:

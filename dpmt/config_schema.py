@@ -49,14 +49,40 @@ def _v2_to_v3(d: dict) -> dict:
     return {**d, "gd": gd}
 
 
+#: version 3's flat settings that version 4 holds in a sub-config (``data``, ``ssp``,
+#: ``privacy``), by the sub-config that holds them
+_V3_GROUPS = {
+    "data": ("dataset", "columns", "rating_range", "items", "on_duplicate",
+             "positive_threshold", "split", "split_fractions", "heldout_users",
+             "heldout_fraction", "seed"),
+    "ssp": ("item_solve", "b_noise_ratio"),
+    "privacy": ("epsilon", "delta", "accountant", "count_noise_multiplier",
+                "count_noise_ratio", "gram_noise_ratio", "spectral_noise_ratio",
+                "noise_seed"),
+}
+
+
 def _v3_to_v4(d: dict) -> dict:
-    """Version 3 → 4: a rating model of version 3 took its user bias b_j from the clipped
-    labels and never refitted it, and had no user slopes; since version 4 ``user_offsets``
-    (default "slopes") says which, so a version-3 config without it gets "mean" and folds
-    users in as it was trained."""
+    """Version 3 (flat, with ``private: bool``) → 4 (configs by consumer): the data settings
+    move into ``data``, SSP's into ``ssp``, the privacy target into ``privacy``; ``private:
+    false`` becomes ``"privacy": null`` (:class:`~dpmt.config.NonPrivate`), whose privacy
+    settings no longer apply and are dropped. A rating model of version 3 took its user bias
+    b_j from the clipped labels and never refitted it, and had no user slopes; since version
+    4 ``user_offsets`` (default "slopes") says which, so a version-3 rating config gets
+    "mean" and folds users in as it was trained."""
+    if any(isinstance(d.get(g), dict) for g in _V3_GROUPS):
+        raise ConfigError("a version-3 config is flat (dataset, epsilon... at the top): set "
+                          "config_version to 4 for one with data/ssp/privacy objects")
+    d = dict(d)
     if d.get("task") == "rating":
-        return {"user_offsets": "mean", **d}
-    return dict(d)
+        d.setdefault("user_offsets", "mean")
+    out = {g: {k: d.pop(k) for k in keys if k in d} for g, keys in _V3_GROUPS.items()}
+    private = d.pop("private", True)
+    if private is False:
+        out["privacy"] = None
+    elif private is not True:
+        raise ConfigError(f"private must be true or false (got {private!r})")
+    return {**d, **out}
 
 
 #: version v → the step that rewrites a stored config of version v into version v + 1
@@ -64,11 +90,14 @@ _MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 
 def stored_version(d: dict) -> int:
-    """The version of stored config ``d``. One without ``config_version`` was written before
-    dpmt recorded it: version 1 when it has version-1 keys and no ``gd`` object, else 2 (the
-    only other version written before ``config_version`` was)."""
+    """The version of stored config ``d``. One without ``config_version`` is the current
+    form when nested by consumer (``data``/``privacy`` objects: :meth:`TrainConfig.to_dict`),
+    else was written before dpmt recorded it: version 1 when it has version-1 keys and no
+    ``gd`` object, else 2 (the only other version written before ``config_version`` was)."""
     v = d.get("config_version")
     if v is None:
+        if isinstance(d.get("data"), dict) or "privacy" in d:
+            return CONFIG_VERSION       # nested by consumer: the current form (to_dict)
         return 1 if "gd" not in d and set(d) & {*_V1_GD, *_V1_EXECUTION} else 2
     if isinstance(v, bool) or not isinstance(v, int) or v < 1:
         raise ConfigError(f"config_version must be an integer from 1 to {CONFIG_VERSION} "

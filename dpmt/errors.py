@@ -8,6 +8,8 @@ users as a traceback.
 
 from __future__ import annotations
 
+import math
+
 
 class DpmtError(ValueError):
     """An error caused by user input or environment, with an actionable message."""
@@ -32,7 +34,6 @@ def check_range(name: str, value, *, low=None, high=None, low_open=False, high_o
     The message states the value given and the allowed range, e.g.
     ``epsilon must be > 0 (got -1.0)`` or ``delta must be in (0, 1) (got 1.5)``.
     """
-    import math
 
     def fmt(x):   # 0.0 -> 0, 1e-05 stays, 2147483647 stays
         if isinstance(x, int):

@@ -30,13 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from dpmt.errors import ConfigError, DataError
-from dpmt.ranking import top_k
-
-
-def _check_n(N) -> int:
-    if isinstance(N, bool) or not isinstance(N, (int, np.integer)) or N < 1:
-        raise ConfigError(f"N must be an integer >= 1 (got {N!r})")
-    return int(N)
+from dpmt.ranking import check_count, top_k
 
 
 def _rows_of(model, userid, user_items):
@@ -71,15 +65,15 @@ def recommend(model, userid, user_items, N: int = 10, *, filter_already_liked_it
     """implicit's ``recommend`` (see the module docstring): ``(ids, scores)``, shapes (N,)
     for one user, (n, N) for an array of users; rows with fewer candidates than N are padded
     with id −1 and score −inf (implicit pads likewise)."""
-    N = _check_n(N)
+    N = check_count(N, "N")
     if not recalculate_user:
         raise ConfigError("recalculate_user=False reads stored user factors, and dpmt stores "
                           "none (user embeddings are never released): every user is folded "
                           "in from their row of user_items")
     scalar, hist, vals = _rows_of(model, userid, user_items)
-    values = vals if model.label_offset is not None else None
-    U = model.fold_in_batch(hist, values)
-    scores = model._scores(U, prior=model.item_prior())
+    scorer = model.scorer
+    U = model.fold_in_batch(hist, vals if scorer.labelled else None)
+    scores = scorer.scores(U, prior=scorer.prior())
     if filter_already_liked_items:
         for r, h in enumerate(hist):
             if len(h):
@@ -100,7 +94,7 @@ def recommend(model, userid, user_items, N: int = 10, *, filter_already_liked_it
 def similar_items(model, itemid, N: int = 10, *, filter_items=None, items=None):
     """implicit's ``similar_items``: ``(ids, cosines)`` of the N items closest to ``itemid``
     (the item itself first unless filtered), (N,) for one id, (n, N) for an array."""
-    N = _check_n(N)
+    N = check_count(N, "N")
     scalar = np.ndim(itemid) == 0
     rows = model.item_index(np.atleast_1d(itemid))
     V = model.item_embeddings.astype(np.float64)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import zipfile
 from pathlib import Path
 
@@ -70,7 +71,6 @@ def _describe(types) -> str:
 def require_regular(path: Path, why: str) -> None:
     """Read only regular files: a directory, a FIFO or a symlink loop is refused, not hung
     on."""
-    import stat
 
     try:
         st = os.stat(path)
@@ -88,6 +88,21 @@ def read_json(path: Path, why: str):
         return json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise DataError(f"{path} is not valid JSON ({e}); {why}") from None
+
+
+def arrays_fingerprint(item_embeddings, item_ids, item_counts=None,
+                       item_offsets=None) -> str:
+    """SHA-256 (hex, 16 chars) of a model's released arrays: V, the item ids, the released
+    counts and offsets (those present)."""
+    h = hashlib.sha256()
+    h.update(np.ascontiguousarray(item_embeddings).tobytes())
+    h.update(np.asarray(item_ids).astype(str).astype("U").tobytes())
+    for name, a in (("counts", item_counts), ("offsets", item_offsets)):
+        if a is not None:
+            a = np.ascontiguousarray(a)
+            h.update(f"{name}:{a.dtype.str}:".encode())
+            h.update(a.tobytes())
+    return h.hexdigest()[:16]
 
 
 def files_fingerprint(arrays_fp: str, ledger_text: str | None, meta: dict) -> str:
@@ -136,7 +151,7 @@ def public_meta(model) -> dict:
     return {"format": MODEL_FORMAT, "version": MODEL_VERSION,
             "privacy_unit": PRIVACY_UNIT, "n_items": model.n_items, "dim": model.dim,
             "private": model.private,
-            "epsilon": model.epsilon, "delta": model.config.delta if model.private else 0.0,
+            "epsilon": model.epsilon, "delta": model.config.privacy.delta if model.private else 0.0,
             "noise": model.noise_note(),
             "config": model.config.stored(public=True), "label_offset": model.label_offset,
             "seconds": model.seconds, "compile_seconds": model.compile_seconds,

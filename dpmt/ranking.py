@@ -1,9 +1,19 @@
 """The top k of a score matrix with a deterministic tie rule (lower index first), for
-:class:`dpmt.model.Model` and :mod:`dpmt.implicit_api`."""
+:mod:`dpmt.scoring` and :mod:`dpmt.implicit_api`."""
 
 from __future__ import annotations
 
 import numpy as np
+
+from dpmt.errors import ConfigError
+
+
+def check_count(value, name: str = "k") -> int:
+    """``value`` as an int if it is an integer >= 1 (k, N, a batch size), else a
+    ConfigError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ConfigError(f"{name} must be an integer >= 1 (got {value!r})")
+    return int(value)
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:

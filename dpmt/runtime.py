@@ -8,6 +8,10 @@ settings are applied by an explicit call (:func:`dpmt.train.fit` through
 
 from __future__ import annotations
 
+import ctypes
+import gc
+import os
+
 _APPLIED: dict = {}
 
 
@@ -29,8 +33,6 @@ def limit_lapack_threads(n: int | None = None) -> int | None:
     Nothing calls it at import time: :func:`dpmt.train.fit` calls it when a run starts
     (``ExecutionConfig.lapack_threads``), and so do the applications (bench).
     """
-    import ctypes
-    import os
 
     if n is None:
         if os.environ.get("OPENBLAS_NUM_THREADS"):
@@ -93,7 +95,6 @@ def release_compiled_code(share: float = MAP_SHARE) -> bool:
     m = memory_maps()
     if m is None or m[0] < share * m[1]:
         return False
-    import gc
 
     import jax
 

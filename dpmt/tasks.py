@@ -20,6 +20,7 @@ Plain Python (no numpy): :mod:`dpmt.config` reads it to validate a config.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from dpmt.errors import ConfigError
@@ -29,6 +30,8 @@ from dpmt.errors import ConfigError
 #: (:meth:`Task.settings`)
 TASK_SETTINGS = ("solver", "gravity", "user_clip", "iterations", "label_clip",
                  "count_noise_ratio")
+#: those of them held by the config's PrivacyConfig (``cfg.privacy``)
+PRIVACY_SETTINGS = ("count_noise_ratio",)
 #: ``TrainConfig.user_offsets`` of a rating model (dpmt.labels): b_j the shrunk mean of the
 #: clipped labels (config version 3's model); b_j refitted to the residual of u_j; and with
 #: slopes w_j on the released item statistics (the default)
@@ -39,20 +42,31 @@ TASK_RULE = "the task's rule (dpmt.tasks: implicit feedback and ratings differ)"
 
 def apply_task_settings(cfg) -> None:
     """The fields of :data:`TASK_SETTINGS` that ``cfg`` leaves at None take its task's values
-    (which may depend on ``private`` and ``epsilon``: public), written into the frozen config
-    so that every reader sees numbers; :meth:`~dpmt.config.TrainConfig.replace` re-applies
-    the rule to them (``cfg.replace(epsilon=1)`` follows it). An unknown task is left to the
+    (which may depend on ``cfg.private`` and ε: public), written into the frozen config so
+    that every reader sees numbers; :meth:`~dpmt.config.TrainConfig.replace` re-applies the
+    rule to them (``cfg.replace(privacy=dict(epsilon=1))`` follows it). Those of
+    :data:`PRIVACY_SETTINGS` live in ``cfg.privacy`` (a new PrivacyConfig: a sub-config may be
+    shared between configs); a non-private config has none. An unknown task is left to the
     config's checks."""
     from dpmt.registry import TASKS
 
     if not isinstance(cfg.task, str) or cfg.task not in TASKS:
         return
-    auto = tuple(f for f in TASK_SETTINGS if getattr(cfg, f) is None)
+    auto = tuple(f for f in TASK_SETTINGS
+                 if getattr(_holder(cfg, f), f, ...) is None)   # ...: NonPrivate has none
     object.__setattr__(cfg, "_by_task", auto)
     if auto:
         values = TASKS[cfg.task].settings(cfg)
-        for f in auto:
-            object.__setattr__(cfg, f, values[f])
+        own = {f: values[f] for f in auto if f not in PRIVACY_SETTINGS}
+        priv = {f: values[f] for f in auto if f in PRIVACY_SETTINGS}
+        for f, v in own.items():
+            object.__setattr__(cfg, f, v)
+        if priv:
+            object.__setattr__(cfg, "privacy", dataclasses.replace(cfg.privacy, **priv))
+
+
+def _holder(cfg, name: str):
+    return cfg.privacy if name in PRIVACY_SETTINGS else cfg
 
 
 class Task:
@@ -87,9 +101,9 @@ class Task:
         return None
 
     def check(self, cfg) -> None:
-        if cfg.split not in self.splits:
+        if cfg.data.split not in self.splits:
             takes = " or ".join(f"split={s!r}" for s in self.splits)
-            raise ConfigError(f"task={self.name!r} takes {takes} (got {cfg.split!r}): "
+            raise ConfigError(f"task={self.name!r} takes {takes} (got {cfg.data.split!r}): "
                               f"{self.why_not_split}")
 
 
@@ -129,14 +143,14 @@ class Rating(Task):
         private = cfg.private if isinstance(cfg.private, bool) else True
         if not private:
             return dict(RATING_NONPRIVATE)
-        return dict(RATING_PRIVATE, label_clip=rating_by_epsilon(cfg.epsilon)[0])
+        return dict(RATING_PRIVATE, label_clip=rating_by_epsilon(cfg.privacy.epsilon)[0])
 
     def count_cap(self, cfg) -> int:
         """k of the mean, counts and offsets: ``count_cap``, or by ε
         (:func:`rating_by_epsilon`) and at least β."""
         if cfg.count_cap is not None:
             return int(cfg.count_cap)
-        return max(rating_by_epsilon(cfg.epsilon)[1], int(cfg.budget))
+        return max(rating_by_epsilon(cfg.privacy.epsilon)[1], int(cfg.budget))
 
     def default_reg(self, noisy_users, epsilon: float, private: bool):
         if not private:

@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 from benchmarks.quality import datasets, tune_cell
-from dpmt.config import ExecutionConfig
+from dpmt.config import ExecutionConfig, NonPrivate, route
 from dpmt.train.rundir import prepare_data
 
 VARIANTS = {"shift": dict(item_solve="shift", user_solve="exact"),
@@ -56,21 +56,22 @@ def main(argv=None) -> int:
     for i in chosen:
         ds = dsets[i]
         for seed in ds.seeds:
-            base = ds.base.replace(seed=seed)
+            base = ds.base.replace(data=dict(seed=seed))
             if args.cg_steps is not None:
                 base = base.replace(cg_steps=args.cg_steps)
             split = prepare_data(base, ex)
-            cells = [("ALS", math.inf, [base.replace(private=False, **{"solver": "ssp", **g})
+            cells = [("ALS", math.inf, [base.replace(**route({"solver": "ssp", **g}),
+                                                     privacy=NonPrivate())
                                         for g in ds.als_grid])]
-            cells += [("adaptive SSP", eps, [base.replace(epsilon=eps, weights="adaptive",
-                                                          solver="ssp", **g)
-                                             for g in ds.solve_grid]) for eps in ds.epsilons]
+            cells += [("adaptive SSP", eps, [base.replace(**route({
+                "weights": "adaptive", "solver": "ssp", **g, "epsilon": eps}))
+                for g in ds.solve_grid]) for eps in ds.epsilons]
             for method, eps, cfgs in cells:
                 for name, kw in VARIANTS.items():
                     if name == ("cg-items" if method == "ALS" else "cg-both-3"):
                         continue
                     t = time.time()
-                    cell = tune_cell(split.train, split, [c.replace(**kw) for c in cfgs], ex)
+                    cell = tune_cell(split.train, split, [c.replace(**route(kw)) for c in cfgs], ex)
                     rows.append({"dataset": ds.name, "seed": seed, "method": method,
                                  "epsilon": eps, "variant": name,
                                  "cg_steps": kw.get("cg_steps", base.cg_steps),

@@ -75,13 +75,15 @@ def _best(fn, rounds):
 def main(n: int = 2_000_000, d: int = 64, rounds: int = 3) -> None:
     limit_lapack_threads()
     train = make_dataset(n, "synthetic-ml-20m", "data", 0)
-    cfg = TrainConfig(dim=d, iterations=3, epsilon=5.0, seed=0, solver="ssp",
-                      weights="adaptive", reg=1.0, item_solve="shift")
+    cfg = TrainConfig(dim=d, iterations=3, solver="ssp",
+                      weights="adaptive", reg=1.0, data=dict(seed=0), ssp=dict(item_solve="shift"),
+                      privacy=dict(epsilon=5.0))
     # fit's own setup and first two iterations (reproducible noise: an experiment)
     run = setup(train, cfg, execution=ExecutionConfig(progress=False, lapack_threads=0),
                 noise=NoiseSource.from_seed(0))
     exact, n_hat, w = run.steps, run.n_norm, np.asarray(run.steps.weights)
-    steps = {s: make_steps(run.model_cfg.replace(item_solve="cg", cg_steps=s), run.train, w)
+    steps = {s: make_steps(run.model_cfg.replace(cg_steps=s,
+                                                 ssp=dict(item_solve="cg")), run.train, w)
              for s in STEPS}
     iterate(run, 0)
     iterate(run, 1)

@@ -9,6 +9,12 @@ the first user step is exact, the second compiles the CG one). A benchmark: the 
 reproducible, nothing is published.
 
     .venv/bin/python experiments/default_path_20m.py --json experiments/default_path_20m.json
+        [--compare-blocked]
+
+Measured 2026-12-04 with U's rows pre-gathered (``experiments/default_path_20m.json``, load
+3-5 on the 2 shared cores): steady iteration 23.9 s (17.3 s in an earlier run), peak RSS
+8.3 GB; item step 8.6 s pre-gathered against 33.9 s blocked (the parent kernel), user step
+3.8 s. Before (20 steps, load ~2): 46.6 s.
 """
 
 from __future__ import annotations
@@ -27,6 +33,11 @@ def main(argv=None) -> int:
     ap.add_argument("--epsilon", type=float, default=5.0)
     ap.add_argument("--iterations", type=int, default=4)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--compare-blocked", action="store_true",
+                    help="then time the user step, and the item step on the last U with "
+                         "U's rows pre-gathered (the default) and without "
+                         "(gd_blocks.PREGATHER_BYTES = 0: the parent kernel), interleaved, "
+                         "best of 2")
     args = ap.parse_args(argv)
     import jax
 
@@ -52,12 +63,40 @@ def main(argv=None) -> int:
         jax.block_until_ready(run.state.V)
         secs.append(time.perf_counter() - t0)
         print(f"iteration {t}: {secs[-1]:.2f} s", flush=True)
+    import resource
+
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024   # the iterations'
+    parts = {}
+    if args.compare_blocked:
+        from dpmt.solvers import gd_blocks as gb
+
+        U, V = run.U, run.state.V
+        noise_t = run.method.noise(run.plan.iterations[0].item)
+        extra = run.cfg.gravity * run.steps.released_gramian(U, jax.random.key(7), 1.0)
+        budgets = {"pre-gathered": gb.PREGATHER_BYTES, "blocked": 0}
+        parts = {k: float("inf") for k in budgets}
+        parts["user step (cg)"] = float("inf")
+        for _ in range(2):
+            t0 = time.perf_counter()
+            jax.block_until_ready(run.steps.solve_users(V, U))
+            parts["user step (cg)"] = min(parts["user step (cg)"], time.perf_counter() - t0)
+            for k, b in budgets.items():
+                old, gb.PREGATHER_BYTES = gb.PREGATHER_BYTES, b
+                t0 = time.perf_counter()
+                jax.block_until_ready(run.steps.item_step.update(
+                    run.state.item_state, V, U, jax.random.key(1), noise_t, extra,
+                    run.n_norm)[0])
+                parts[k] = min(parts[k], time.perf_counter() - t0)
+                gb.PREGATHER_BYTES = old
+                print(f"item step {k}: {parts[k]:.2f} s", flush=True)
+        print(f"user step (cg): {parts['user step (cg)']:.2f} s", flush=True)
     m = run.model_cfg
     res = {"interactions": int(train.nnz), "users": int(train.n_users),
            "items": int(train.n_items), "dim": args.dim, "epsilon": args.epsilon,
            "solver": m.solver, "user_solve": m.user_solve, "weights": m.weights,
            "gd_steps": m.gd.steps, "data_seconds": t_data, "setup_seconds": t_setup,
            "iteration_seconds": secs, "steady_iteration_seconds": min(secs[2:] or secs),
+           "peak_rss_bytes": peak_rss, "parts_seconds": parts,
            "load_average": os.getloadavg()}
     print(json.dumps(res))
     if args.json:

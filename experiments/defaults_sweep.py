@@ -35,34 +35,34 @@ import sys
 
 import numpy as np
 
-from dpmt.config import ExecutionConfig, TrainConfig
+from dpmt.config import ExecutionConfig, TrainConfig, route
 from dpmt.train.evaluate import evaluate, private_popularity_metrics
 from dpmt.train.loop import fit
 from dpmt.train.rundir import prepare_data
 
 EX = ExecutionConfig(progress=False)
 ADAM = dict(solver="gd", gd=dict(optimizer="adam", learning_rate=0.01, steps=20), dim=32)
+#: the 50k-user synthetic of the quality benchmark, held-out users
+SYNTH50K = TrainConfig(data=dict(dataset="synthetic:users=50000,items=5000,interactions=3000000",
+                                 split="heldout-users", heldout_users=5000),
+                       privacy=dict(delta=1e-6))
 SWEEPS = {
-    "ml100k": (TrainConfig(split="heldout-users"), (0, 1, 2), (1.0, 5.0, 20.0), [
+    "ml100k": (TrainConfig(data=dict(split="heldout-users")), (0, 1, 2), (1.0, 5.0, 20.0), [
         dict(solver="ssp", dim=8, reg=1.0), dict(solver="ssp", dim=16, reg=3.0),
         dict(solver="ssp", dim=32, reg=10.0), ADAM, {**ADAM, "weights": "uniform"},
         {**ADAM, "iterations": 4}, {**ADAM, "dim": 16}]),
     # the per-user split (80/10/10 of every user's ratings; n̂ ≈ 943): the weights rule and
     # the sweep count, GD with Adam only
-    "ml100k-peruser": (TrainConfig(split="per-user"), (0, 1, 2), (1.0, 5.0, 20.0), [
+    "ml100k-peruser": (TrainConfig(data=dict(split="per-user")), (0, 1, 2), (1.0, 5.0, 20.0), [
         ADAM, {**ADAM, "weights": "uniform"}, {**ADAM, "iterations": 4},
         {**ADAM, "weights": "uniform", "iterations": 4}]),
-    "ml100k-gd": (TrainConfig(split="heldout-users"), (0, 1, 2), (1.0, 5.0, 20.0), [
+    "ml100k-gd": (TrainConfig(data=dict(split="heldout-users")), (0, 1, 2), (1.0, 5.0, 20.0), [
         ADAM, {**ADAM, "weights": "uniform"}, {**ADAM, "iterations": 4},
         {**ADAM, "weights": "uniform", "iterations": 4}]),
     "synth50k-iterations": (
-        TrainConfig(dataset="synthetic:users=50000,items=5000,interactions=3000000",
-                    split="heldout-users", heldout_users=5000, delta=1e-6), (0,),
-        (1.0, 5.0, 20.0), [ADAM, {**ADAM, "iterations": 4}]),
-    "synth50k": (TrainConfig(dataset="synthetic:users=50000,items=5000,interactions=3000000",
-                             split="heldout-users", heldout_users=5000, delta=1e-6), (0,),
-                 (1.0, 5.0, 20.0), [ADAM, {**ADAM, "weights": "uniform"},
-                                    dict(solver="ssp", dim=32, reg=10.0)]),
+        SYNTH50K, (0,), (1.0, 5.0, 20.0), [ADAM, {**ADAM, "iterations": 4}]),
+    "synth50k": (SYNTH50K, (0,), (1.0, 5.0, 20.0), [ADAM, {**ADAM, "weights": "uniform"},
+                                                    dict(solver="ssp", dim=32, reg=10.0)]),
 }
 # does noisy GD use a larger budget? learning rate and steps at ε = 5 and 20 (4 sweeps, the
 # adaptive weights the rule picks there), and SSP (shift solve) at a larger size
@@ -85,15 +85,18 @@ SWEEPS["synth50k-reg"] = (
 # λ = 10 for noisy GD (it won at ε = 5 and 20 on the synthetic): ML-100K both splits, and
 # the synthetic at ε = 1 with the uniform weights the rule picks there
 _GD4 = {**ADAM, "iterations": 4}
-SWEEPS["ml100k-reg"] = (TrainConfig(split="heldout-users"), (0, 1, 2), (1.0, 5.0, 20.0), [
+SWEEPS["ml100k-reg"] = (TrainConfig(data=dict(split="heldout-users")), (0, 1, 2), (1.0, 5.0, 20.0),
+                        [
     {**_GD4, "weights": "uniform"}, {**_GD4, "weights": "uniform", "reg": 10.0},
     {**_GD4, "weights": "adaptive", "reg": 10.0}])
-SWEEPS["ml100k-peruser-reg"] = (TrainConfig(split="per-user"),) + SWEEPS["ml100k-reg"][1:]
+SWEEPS["ml100k-peruser-reg"] = (TrainConfig(data=dict(split="per-user")),
+                                ) + SWEEPS["ml100k-reg"][1:]
 SWEEPS["synth50k-reg-eps1"] = (SWEEPS["synth50k"][0], (0,), (1.0,), [
     {**_GD4, "weights": "uniform"}, {**_GD4, "weights": "uniform", "reg": 10.0},
     {**_GD4, "weights": "adaptive", "reg": 10.0}])
 # where does λ = 10 stop helping? ε = 2 sits between the ε = 1 gain and the ε = 5 collapse
-SWEEPS["ml100k-reg-edge"] = (TrainConfig(split="heldout-users"), (0, 1, 2), (1.0, 2.0, 5.0), [
+SWEEPS["ml100k-reg-edge"] = (TrainConfig(data=dict(split="heldout-users")), (0, 1, 2), (1.0, 2.0,
+                                                                                        5.0), [
     {**_GD4, "weights": "uniform"}, {**_GD4, "weights": "uniform", "reg": 5.0},
     {**_GD4, "weights": "uniform", "reg": 10.0}])
 # Poisson-sampled noisy GD (amplification by sampling): the same number of users seen per
@@ -102,15 +105,18 @@ _POISSON = [{**_GD4, "weights": "uniform"}] + [
     {**_GD4, "weights": "uniform", "gd": dict(optimizer="adam", learning_rate=0.01,
                                               steps=int(20 / q), sampling_rate=q)}
     for q in (0.5, 0.25)]
-SWEEPS["ml100k-poisson"] = (TrainConfig(split="heldout-users"), (0, 1, 2), (1.0, 5.0, 20.0),
+SWEEPS["ml100k-poisson"] = (TrainConfig(data=dict(split="heldout-users")), (0, 1, 2), (1.0, 5.0,
+                                                                                       20.0),
                             _POISSON)
 # the budget split (issue 10): the reference uses one noise scale for every release. The
 # defaults with the counts' noise std at ½, 2 and 4 times the others' (a larger ratio leaves
 # more of the budget to the iterations); on the synthetic also SSP's b̂ against Â
 _SPLIT = [{}] + [dict(count_noise_ratio=r) for r in (0.5, 2.0, 4.0)]
-SWEEPS["ml100k-split"] = (TrainConfig(split="heldout-users"), (0, 1, 2), (1.0, 5.0, 20.0),
+SWEEPS["ml100k-split"] = (TrainConfig(data=dict(split="heldout-users")), (0, 1, 2), (1.0, 5.0,
+                                                                                     20.0),
                           _SPLIT)
-SWEEPS["ml100k-peruser-split"] = (TrainConfig(split="per-user"), (0, 1, 2), (1.0, 5.0, 20.0),
+SWEEPS["ml100k-peruser-split"] = (TrainConfig(data=dict(split="per-user")), (0, 1, 2), (1.0, 5.0,
+                                                                                        20.0),
                                   _SPLIT)
 SWEEPS["synth50k-split"] = (SWEEPS["synth50k"][0], (0,), (1.0, 5.0, 20.0), _SPLIT + [
     dict(solver="ssp", dim=32, reg=10.0, iterations=4),
@@ -118,7 +124,8 @@ SWEEPS["synth50k-split"] = (SWEEPS["synth50k"][0], (0,), (1.0, 5.0, 20.0), _SPLI
     dict(solver="ssp", dim=32, reg=10.0, iterations=4, b_noise_ratio=2.0)])
 # the private spectral start (issue 10): the defaults from the random start and from the top
 # eigenvectors of the noisy top-K co-occurrence (one more release in the same budget)
-SWEEPS["ml100k-spectral"] = (TrainConfig(split="heldout-users"), (0, 1, 2), (1.0, 5.0, 20.0),
+SWEEPS["ml100k-spectral"] = (TrainConfig(data=dict(split="heldout-users")), (0, 1, 2), (1.0, 5.0,
+                                                                                        20.0),
                              [{}, dict(init="spectral")])
 SWEEPS["synth50k-spectral"] = (SWEEPS["synth50k"][0], (0,), (1.0, 5.0, 20.0),
                                [{}, dict(init="spectral")])
@@ -130,9 +137,11 @@ SWEEPS["ml100k-spectral-ratio"] = (SWEEPS["ml100k-spectral"][0], (0, 1, 2), (1.0
 # half the noisy steps at twice the learning rate (issue 29: the default path's cost is its
 # 20 steps per sweep), both ML-100K splits; the generator family in experiments/solver_rule.py
 _STEPS = [{}, dict(gd=dict(steps=10, learning_rate=0.02))]
-SWEEPS["ml100k-steps"] = (TrainConfig(split="heldout-users"), (0, 1, 2), (1.0, 5.0, 20.0),
+SWEEPS["ml100k-steps"] = (TrainConfig(data=dict(split="heldout-users")), (0, 1, 2), (1.0, 5.0,
+                                                                                     20.0),
                           _STEPS)
-SWEEPS["ml100k-peruser-steps"] = (TrainConfig(split="per-user"), (0, 1, 2), (1.0, 5.0, 20.0),
+SWEEPS["ml100k-peruser-steps"] = (TrainConfig(data=dict(split="per-user")), (0, 1, 2), (1.0, 5.0,
+                                                                                        20.0),
                                   _STEPS)
 ETAS = (0.0, 0.25, 0.5, 1.0, 2.0)
 
@@ -140,11 +149,12 @@ ETAS = (0.0, 0.25, 0.5, 1.0, 2.0)
 def sweep(base: TrainConfig, seeds, epsilons, grid) -> None:
     res = collections.defaultdict(list)
     for seed in seeds:
-        split = prepare_data(base.replace(seed=seed), EX)
+        split = prepare_data(base.replace(data=dict(seed=seed)), EX)
         tr, va = split.train, split.validation
         for eps in epsilons:
             for g, kv in enumerate(grid):
-                model = fit(tr, base.replace(seed=seed, epsilon=eps, **kv), execution=EX)
+                model = fit(tr, base.replace(**route({**kv, "seed": seed, "epsilon": eps})),
+                            execution=EX)
                 cfg = model.config
                 for eta in ETAS:
                     model.config = cfg.replace(popularity_prior=eta)

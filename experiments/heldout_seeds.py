@@ -24,7 +24,7 @@ import sys
 
 import numpy as np
 
-from dpmt.config import ExecutionConfig, TrainConfig
+from dpmt.config import ExecutionConfig, NonPrivate, TrainConfig, route
 from dpmt.train.evaluate import evaluate, popularity_metrics
 from dpmt.train.loop import fit
 from dpmt.train.rundir import prepare_data
@@ -35,17 +35,17 @@ def main(seeds: int = 5) -> dict:
     seeded = "noise_seed" in {f.name for f in dataclasses.fields(TrainConfig)}
     out: dict[str, list[float]] = {}
     for seed in range(seeds):
-        base = TrainConfig(dataset="ml-100k", split="heldout-users", seed=seed)
+        base = TrainConfig(data=dict(dataset="ml-100k", split="heldout-users", seed=seed))
         split = prepare_data(base, ex)
         kw = dict(noise_seed=seed) if seeded else {}
         for eps in (1.0, 5.0, 20.0):
             for solver in ("gd", "ssp"):
-                m = fit(split.train, base.replace(epsilon=eps, solver=solver, **kw),
-                        execution=ex)
+                m = fit(split.train, base.replace(**route({"solver": solver, **kw,
+                                                          "epsilon": eps})), execution=ex)
                 r = evaluate(m, split.train, split.test)["overall"]["recall@20"]
                 out.setdefault(f"{solver} ε={eps:g}", []).append(r)
-        als = base.replace(private=False, solver="ssp", dim=16, reg=5.0, iterations=6,
-                           item_solve="shift")
+        als = base.replace(solver="ssp", dim=16, reg=5.0, iterations=6,
+                           ssp=dict(item_solve="shift"), privacy=NonPrivate())
         out.setdefault("ALS", []).append(
             evaluate(fit(split.train, als, execution=ex), split.train,
                      split.test)["overall"]["recall@20"])

@@ -62,6 +62,7 @@ from unittest import mock
 import numpy as np
 
 from dpmt.audit import AuditResult, epsilon_lower_bound, format_table
+from dpmt.config import route
 from dpmt.errors import ConfigError, check_range
 
 __all__ = ["SIZES", "PATHS", "canary_datasets", "pipeline_config", "canary_score",
@@ -149,7 +150,7 @@ def pipeline_config(epsilon: float = 1.0, delta: float = 1e-5, *, canary_items: 
     if path == "ssp":
         kw.update(weights="adaptive", solver="ssp")
     kw.update(overrides)
-    return dpmt.TrainConfig(**kw)
+    return dpmt.TrainConfig(**route(kw))
 
 
 def canary_score(V: np.ndarray, canary: np.ndarray) -> float:
@@ -256,7 +257,8 @@ def audit_pipeline(trials: int = 300, *, broken: bool = False, epsilon: float = 
                 t0 = time.perf_counter()
                 # the trial's noise from its own seed: deterministic audits, and each trial's
                 # draws independent of every other's (as fresh OS-entropy secrets would be)
-                model = dpmt.fit(R, cfg.replace(noise_seed=int(trial_seed)), execution=ex)
+                model = dpmt.fit(R, cfg.replace(privacy=dict(noise_seed=int(trial_seed))),
+                                 execution=ex)
                 (first_fit if t == 0 else later).append(time.perf_counter() - t0)
                 s[t] = canary_score(model.item_embeddings, canary)
                 claimed.add(round(float(model.epsilon), 12))
@@ -279,7 +281,7 @@ def audit_pipeline(trials: int = 300, *, broken: bool = False, epsilon: float = 
     bound = epsilon_lower_bound(scores[1], scores[0], delta, confidence=confidence)
     details = {
         "users_D": D.n_users, "users_D_prime": Dp.n_users, "items": D.n_items,
-        "ratings_D": D.nnz, "canary_items": len(canary), "target_epsilon": cfg.epsilon,
+        "ratings_D": D.nnz, "canary_items": len(canary), "target_epsilon": cfg.privacy.epsilon,
         "config": {k: getattr(resolved, k) for k in ("solver", "weights", "dim",
                                                      "iterations", "budget", "user_clip",
                                                      "gravity", "reg")},

@@ -39,7 +39,7 @@ import time
 
 import numpy as np
 
-from dpmt.config import ExecutionConfig, TrainConfig
+from dpmt.config import ExecutionConfig, TrainConfig, route
 from dpmt.data.synthetic_ratings import QUICK_EXPLICIT_SPEC
 
 DATASETS = {"ml-100k": "ml-100k", "explicit-quick": QUICK_EXPLICIT_SPEC,
@@ -105,12 +105,12 @@ def run_cell(split, dataset: str, eps: float, fields: dict, patches: dict, seeds
     if "factors" in patches:
         defaults.RATING_FACTORS_SCALE = 0.0 if patches["factors"] else math.inf
     ex = ExecutionConfig(progress=False)
-    base = TrainConfig(dataset=dataset, task="rating", split="random", seed=0)
+    base = TrainConfig(task="rating", data=dict(dataset=dataset, split="random", seed=0))
     val, test, t0 = [], [], time.time()
     try:
         for s in (seeds if eps > 0 else seeds[:1]):
-            cfg = (base.replace(private=False, **fields) if eps == 0 else
-                   base.replace(epsilon=eps, noise_seed=s, **fields))
+            cfg = (base.replace(**route(dict(private=False, **fields))) if eps == 0 else
+                   base.replace(**route(dict(epsilon=eps, noise_seed=s, **fields))))
             m = fit(split.train, cfg, execution=ex)
             val.append(evaluate_ratings(m, split.train, split.validation)["overall"]["rmse"])
             test.append(evaluate_ratings(m, split.train, split.test)["overall"]["rmse"])
@@ -138,7 +138,8 @@ def main(argv=None) -> int:
                        f"{args.seeds}", "rows": [], "best": {}}
     for name in args.datasets:
         spec = DATASETS[name]
-        split = prepare_data(TrainConfig(dataset=spec, task="rating", split="random", seed=0),
+        split = prepare_data(TrainConfig(task="rating",
+                                         data=dict(dataset=spec, split="random", seed=0)),
                              ExecutionConfig(progress=False, data_dir=args.data_dir))
         tr = split.train
         gm = float(np.mean(tr.value, dtype=np.float64))

@@ -19,7 +19,7 @@ import argparse
 import json
 import time
 
-from dpmt.config import ExecutionConfig, TrainConfig
+from dpmt.config import ExecutionConfig, TrainConfig, route
 from dpmt.train.evaluate import evaluate, private_popularity_metrics
 from dpmt.train.loop import fit
 from dpmt.train.rundir import prepare_data
@@ -75,8 +75,8 @@ def main(argv=None) -> int:
         if args.only and name[0] not in args.only:
             continue
         for seed in args.seeds:
-            base = TrainConfig(dataset=spec, split="heldout-users", heldout_users=2000,
-                               delta=1e-6, seed=seed, noise_seed=seed)
+            base = TrainConfig(data=dict(dataset=spec, split="heldout-users", heldout_users=2000,
+                                         seed=seed), privacy=dict(delta=1e-6, noise_seed=seed))
             split = prepare_data(base, EX)
             counts = split.train.item_counts()      # exact popularity, for scale
             pop = {part: private_popularity_metrics(counts, split.train, getattr(split, part),
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
             for eps in args.epsilons:
                 for cand in args.candidates:
                     kv = CANDIDATES[cand]
-                    cfg = base.replace(epsilon=eps, **kv)
+                    cfg = base.replace(**route({**kv, "epsilon": eps}))
                     t0 = time.time()
                     m = fit(split.train, cfg, execution=EX)
                     sec = time.time() - t0

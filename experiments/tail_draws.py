@@ -57,7 +57,7 @@ def _overall_b1(m: dict) -> tuple[float, float]:
 
 
 def main(draws: int = 200, seeds: int = 5) -> None:
-    cfg = TrainConfig(epsilon=5.0)
+    cfg = TrainConfig(privacy=dict(epsilon=5.0))
     split = prepare_data(cfg, EX)
     tr, te = split.train, split.test
     sigma = make_plan(cfg).counts.noise_std
@@ -83,7 +83,7 @@ def main(draws: int = 200, seeds: int = 5) -> None:
     print(f"by item id alone (low first): B1 {_overall_b1(by_id)[1]:.4f}")
     dp = []
     for s in range(seeds):
-        model = fit(tr, cfg.replace(seed=s, noise_seed=s), execution=EX)
+        model = fit(tr, cfg.replace(data=dict(seed=s), privacy=dict(noise_seed=s)), execution=EX)
         dp.append(_overall_b1(evaluate(model, tr, te, ks=(20,))))
         print(f"  defaults, seed {s}: overall {dp[-1][0]:.4f}, B1 {dp[-1][1]:.4f}", flush=True)
     dp = np.array(dp)

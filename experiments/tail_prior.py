@@ -53,10 +53,11 @@ VARIANTS = ([(None, 0.0, False)]
 
 #: name -> (base config, seeds); the synthetic's tail bucket has ~1,400 validation users
 DATA = {
-    "per-user": (TrainConfig(split="per-user"), (0, 1, 2)),
-    "heldout-users": (TrainConfig(split="heldout-users"), (0, 1, 2)),
-    "synth50k": (TrainConfig(dataset="synthetic:users=50000,items=5000,interactions=3000000",
-                             split="heldout-users", heldout_users=5000, delta=1e-6), (0,)),
+    "per-user": (TrainConfig(data=dict(split="per-user")), (0, 1, 2)),
+    "heldout-users": (TrainConfig(data=dict(split="heldout-users")), (0, 1, 2)),
+    "synth50k": (TrainConfig(data=dict(
+        dataset="synthetic:users=50000,items=5000,interactions=3000000", split="heldout-users",
+        heldout_users=5000), privacy=dict(delta=1e-6)), (0,)),
 }
 
 
@@ -65,13 +66,13 @@ def main(names=("per-user", "heldout-users")) -> None:
     for split in names:
         cfg0, seeds = DATA[split]
         for seed in seeds:
-            base = cfg0.replace(seed=seed)
+            base = cfg0.replace(data=dict(seed=seed))
             sp = prepare_data(base, EX)
             tr, va = sp.train, sp.validation
             counts = tr.item_counts()
             buckets = popularity_buckets(counts)     # the report's 5 buckets, B1 = tail
             for eps in (1.0, 5.0, 20.0):
-                model = fit(tr, base.replace(epsilon=eps), execution=EX)
+                model = fit(tr, base.replace(privacy=dict(epsilon=eps)), execution=EX)
                 n = np.maximum(np.asarray(model.item_counts, np.float64), 0.0)
                 V = model.item_embeddings
                 rho = math.sqrt(float(np.mean(np.sum(np.square(V.astype(np.float64)), axis=1))))

@@ -80,9 +80,9 @@ def train(args, mesh=None):
     shard = getattr(args, "shard_folder", None)
     r = _data(args) if shard is None else shard
     split = per_user_split(r, seed=args.seed)
-    cfg = TrainConfig(dataset="synthetic", solver=args.solver, dim=args.dim,
-                      iterations=args.iterations, epsilon=2.0, seed=args.seed,
-                      noise_seed=args.noise_seed)
+    cfg = TrainConfig(solver=args.solver, dim=args.dim,
+                      iterations=args.iterations, data=dict(dataset="synthetic", seed=args.seed),
+                      privacy=dict(epsilon=2.0, noise_seed=args.noise_seed))
     sharded = shard is not None or getattr(args, "shard_data", False)
     ex = (ExecutionConfig(sharded_data=True, progress=False) if sharded
           else ExecutionConfig(devices=_devices(mesh), progress=False))

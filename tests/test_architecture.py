@@ -8,6 +8,7 @@ harness's ``dpmt bench`` / ``dpmt quality`` reach the CLI as entry points.
 """
 
 import ast
+import os
 import pathlib
 import subprocess
 import sys
@@ -104,12 +105,14 @@ def test_a_cycle_is_detected():
 
 LAYER = {  # a module may import only from layers at or below its own
     "dpmt.errors": 0, "dpmt._io": 0, "dpmt.config": 1, "dpmt.config_schema": 1,
+    "dpmt.config_groups": 1,
     "dpmt.registry": 1, "dpmt.tasks": 1,
     "dpmt.runtime": 0,
     "dpmt.data": 2, "dpmt.weighting": 3, "dpmt.privacy": 3, "dpmt.audit": 3,
     "dpmt.online": 3, "dpmt.weightings": 3, "dpmt.solvers": 4, "dpmt.metrics": 5,
     "dpmt.model": 5, "dpmt.model_files": 5, "dpmt.ranking": 5, "dpmt.implicit_api": 5,
     "dpmt.item_ids": 5, "dpmt.labels": 2, "dpmt.baselines": 5,
+    "dpmt.scoring": 5, "dpmt.model_report": 5,
     "dpmt.train": 6, "dpmt.apps": 7, "dpmt": 8, "dpmt.__main__": 8,
 }
 
@@ -240,3 +243,37 @@ def test_compiled_code_is_released_when_the_process_nears_the_mapping_limit():
     assert not runtime.release_compiled_code(share=1.0)     # below the limit: nothing done
     assert runtime.release_compiled_code(share=0.0)         # cleared...
     assert runtime.memory_maps()[0] < grown                 # ...and the mappings came back
+
+
+def _function_level_imports():
+    """(path, line, module) of every import inside a function of the package."""
+    out = []
+    for path in sorted(PKG.rglob("*.py")):
+        for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.Import):
+                        out += [(path, node.lineno, a.name) for a in node.names]
+                    elif isinstance(node, ast.ImportFrom) and not node.level:
+                        out.append((path, node.lineno, node.module or ""))
+    return out
+
+
+def test_no_standard_library_import_hides_inside_a_function():
+    """Imports live at module level (issue 27); one inside a function must be there for a
+    reason — a heavy or optional dependency, or the CLI's fast start — which never holds for
+    the standard library."""
+    std = set(sys.stdlib_module_names)
+    hidden = [f"{p.relative_to(ROOT)}:{line} {mod}" for p, line, mod in _function_level_imports()
+              if mod.split(".")[0] in std]
+    assert hidden == []
+
+
+def test_the_command_line_starts_without_jax_scipy_or_matplotlib():
+    """Why the CLI's commands import the library inside their functions: ``dpmt --help`` and
+    argument errors must not wait for jax (seconds), scipy or matplotlib."""
+    code = ("import sys, dpmt.apps.cli; "
+            "print(sorted(m for m in ('jax', 'scipy', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert out.stdout.strip() == "[]"

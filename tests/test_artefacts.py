@@ -25,6 +25,7 @@ from dpmt.errors import DataError
 from dpmt.privacy import private_counts
 from dpmt.privacy.randomness import SEEDED_WARNING, NoiseSource
 from dpmt.train.rundir import run
+from dpmt.config import route
 
 DATA = "synthetic:users=400,items=60,interactions=6000,seed=5"
 
@@ -33,7 +34,7 @@ def _cfg(**kw):
     base = dict(dataset=DATA, dim=4, iterations=2, epsilon=2.0, heldout_users=40,
                 weights="adaptive", solver="ssp")
     base.update(kw)
-    return dpmt.TrainConfig(**base)
+    return dpmt.TrainConfig(**route(base))
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,7 @@ def test_model_folder_holds_only_releases_and_public_metadata(run_dir):
         assert bytes.fromhex(secret) not in blob, name
         assert data_fp not in text, name
     meta = json.loads(files["model.json"])
-    assert meta["config"]["noise_seed"] is None
+    assert meta["config"]["privacy"]["noise_seed"] is None
     assert meta["noise"]["source"] == "secret key from OS entropy"
     assert "metrics" not in meta
     # the model is usable from the shared folder alone
@@ -110,7 +111,8 @@ def test_seeded_noise_is_reproducible_and_says_it_is_not_private(tmp_path):
     a.save(tmp_path / "a")
     meta = json.loads((tmp_path / "a" / "model.json").read_text())
     assert meta["noise"]["source"] == "user-given seed"
-    assert meta["config"]["noise_seed"] is None      # the seed's value is not published
+    # the seed's value is not published
+    assert meta["config"]["privacy"]["noise_seed"] is None
     assert "7" not in json.dumps(meta["noise"])
     assert dpmt.Model.load(tmp_path / "a").noise_reproducible
 

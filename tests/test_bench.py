@@ -162,8 +162,9 @@ def test_tiny_run_uses_the_noise_of_the_training_plan(tiny):
     from dpmt.config import TrainConfig
     from dpmt.train.plan import make_plan, sampler_draws
 
-    cfg = TrainConfig(dim=4, iterations=2, epsilon=5.0, seed=0, solver="ssp",
-                      weights="adaptive", reg=1.0, item_solve="project")
+    cfg = TrainConfig(dim=4, iterations=2, solver="ssp",
+                      weights="adaptive", reg=1.0, data=dict(seed=0),
+                      ssp=dict(item_solve="project"), privacy=dict(epsilon=5.0))
     plan = make_plan(cfg, draws=sampler_draws(cfg, tiny["n_items"]))
     it0 = plan.iterations[0]
     assert tiny["noise_std"] == pytest.approx({

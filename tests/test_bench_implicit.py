@@ -22,8 +22,8 @@ def test_default_config_is_dpmt_trains_with_enough_iterations():
     for repeats in (1, 2, 5):
         cfg = bench_implicit.default_config(16, 2.0, repeats=repeats, seed=3)
         assert cfg.iterations == max(base.iterations, PRIVATE_WARMUP + repeats)
-        assert cfg.replace(dim=base.dim, epsilon=base.epsilon, seed=base.seed,
-                           iterations=base.iterations) == base
+        assert cfg.replace(dim=base.dim, iterations=base.iterations, data=dict(seed=base.data.seed),
+                           privacy=dict(epsilon=base.privacy.epsilon)) == base
         assert (cfg.solver, cfg.user_solve, cfg.weights, cfg.reg) == \
             (base.solver, base.user_solve, base.weights, base.reg)
 

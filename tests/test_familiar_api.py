@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 import dpmt
-from dpmt.config import ExecutionConfig, TrainConfig
+from dpmt.config import ExecutionConfig, NonPrivate, TrainConfig
 from dpmt.errors import ConfigError, DataError
 
 QUIET = ExecutionConfig(progress=False)
@@ -23,13 +23,14 @@ def user_items():
 @pytest.fixture(scope="module")
 def model(user_items):
     # implicit: model = AlternatingLeastSquares(factors=4); model.fit(user_items)
-    return dpmt.fit(user_items, TrainConfig(dim=4, iterations=2, epsilon=5.0, noise_seed=0),
+    return dpmt.fit(user_items, TrainConfig(dim=4, iterations=2,
+                                            privacy=dict(epsilon=5.0, noise_seed=0)),
                     execution=QUIET)
 
 
 def test_an_implicit_users_script(model, user_items):
     assert model.item_factors.shape == (60, 4) and model.user_factors is None
-    assert model.config.dataset == "user_items"          # not the config's default ml-100k
+    assert model.config.data.dataset == "user_items"          # not the config's default ml-100k
     ids, scores = model.recommend(0, user_items[0], N=5)
     assert ids.shape == (5,) and scores.shape == (5,)
     assert not set(ids.tolist()) & set(user_items[0].indices.tolist())   # liked ones filtered
@@ -83,14 +84,15 @@ def test_a_lenskit_users_script(tmp_path):
     ratings = dpmt.data.as_ratings(df, items=catalogue)     # string ids, public catalogue
     assert ratings.items_public and not ratings.implicit and ratings.n_items == 60
     split = dpmt.data.per_user_split(dpmt.data.binarize(ratings, 3.5), seed=0)
-    model = dpmt.fit(split.train, TrainConfig(dim=4, iterations=1, epsilon=5.0, solver="ssp",
-                                              noise_seed=1), test=split.test, execution=QUIET)
+    model = dpmt.fit(split.train, TrainConfig(dim=4, iterations=1, solver="ssp",
+                                              privacy=dict(epsilon=5.0, noise_seed=1)),
+                     test=split.test, execution=QUIET)
     assert 0 <= model.metrics["overall"]["recall@20"] <= 1
     ids, _ = model.recommend(["i1", "i2"], k=3)
     assert all(str(x).startswith("i") for x in ids)
     # a DataFrame straight into fit, without ratings: events
     events = df[["user", "item"]]
-    m2 = dpmt.fit(events.iloc[:4000], TrainConfig(dim=2, iterations=1, private=False),
+    m2 = dpmt.fit(events.iloc[:4000], TrainConfig(dim=2, iterations=1, privacy=NonPrivate()),
                   execution=QUIET)
     assert m2.n_items <= 60
 

@@ -61,8 +61,8 @@ def test_text_ids_and_quoted_fields_load_through_the_train_path(tmp_path, sep, n
     p = _csv(tmp_path, sep, name)
     _check(load_file(p, columns={"user": "uid", "item": "iid", "rating": "stars",
                                  "timestamp": "ts"}, rating_range=(1, 10)))
-    cfg = TrainConfig(dataset=str(p), columns=COLUMNS, rating_range="1,10",
-                      positive_threshold=5.0, split="per-user")
+    cfg = TrainConfig(data=dict(dataset=str(p), columns=COLUMNS, rating_range="1,10",
+                                positive_threshold=5.0, split="per-user"))
     split = prepare_data(cfg)                       # what `dpmt train --dataset FILE` runs
     assert 0 < split.train.nnz < len(_rows())      # the positives (> 5), minus the held out
     assert set(split.train.item_ids.tolist()) <= set(ITEMS)
@@ -158,8 +158,8 @@ def test_parquet_through_the_train_path(tmp_path, pq):
     _check(r)                                     # timestamps in seconds
     assert load(str(p), columns={"user": "uid", "item": "iid", "rating": "stars",
                                  "timestamp": "ts"}).nnz == len(rows)
-    cfg = TrainConfig(dataset=str(p), columns=COLUMNS, positive_threshold=5.0,
-                      split="per-user")
+    cfg = TrainConfig(data=dict(dataset=str(p), columns=COLUMNS, positive_threshold=5.0,
+                                split="per-user"))
     assert prepare_data(cfg).train.nnz > 0
     q = pq(tmp_path / "ratings.parquet", userId=[1, 2, 2], movieId=[10, 10, 20])
     r = load(str(tmp_path))                       # a folder holding ratings.parquet

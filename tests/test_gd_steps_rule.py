@@ -9,7 +9,8 @@ import dp_accounting
 import numpy as np
 import pytest
 
-from dpmt.config import PLANNED_GD_STEPS, ExecutionConfig, GDConfig, TrainConfig
+from dpmt.config import ExecutionConfig, GDConfig, NonPrivate, TrainConfig
+from dpmt.config_groups import PLANNED_GD_STEPS
 from dpmt.data import make_synthetic
 from dpmt.privacy import epsilon_of
 from dpmt.train.defaults import resolve
@@ -31,20 +32,20 @@ def ratings():
 
 def test_the_rule_from_n_eps_only():
     assert TrainConfig().gd.steps is None and TrainConfig().gd.planned_steps == 20
-    fast, why = resolve(TrainConfig(epsilon=5.0), FAST_SCALE / 5.0)
+    fast, why = resolve(TrainConfig(privacy=dict(epsilon=5.0)), FAST_SCALE / 5.0)
     assert (fast.gd.steps, fast.gd.learning_rate) == (FAST_STEPS, pytest.approx(0.02))
     assert any(k == "gd.steps" and "≥" in r for k, _, r in why)
-    slow, _ = resolve(TrainConfig(epsilon=5.0), FAST_SCALE / 5.0 - 1.0)
+    slow, _ = resolve(TrainConfig(privacy=dict(epsilon=5.0)), FAST_SCALE / 5.0 - 1.0)
     assert (slow.gd.steps, slow.gd.learning_rate) == (PLANNED_GD_STEPS, 0.01)
     # what a user sets is kept; Poisson sampling and non-private runs keep the planned steps
-    own, _ = resolve(TrainConfig(epsilon=5.0, gd=GDConfig(steps=7)), 1e6)
+    own, _ = resolve(TrainConfig(gd=GDConfig(steps=7), privacy=dict(epsilon=5.0)), 1e6)
     assert own.gd.steps == 7 and own.gd.learning_rate == 0.01
-    q, _ = resolve(TrainConfig(epsilon=5.0, gd=GDConfig(sampling_rate=0.5)), 1e6)
+    q, _ = resolve(TrainConfig(gd=GDConfig(sampling_rate=0.5), privacy=dict(epsilon=5.0)), 1e6)
     assert q.gd.steps == PLANNED_GD_STEPS
-    nonpriv, _ = resolve(TrainConfig(private=False), None)
+    nonpriv, _ = resolve(TrainConfig(privacy=NonPrivate()), None)
     assert nonpriv.gd.steps == PLANNED_GD_STEPS and nonpriv.gd.learning_rate == 0.01
     # SSP has no steps: its config is left alone
-    ssp, _ = resolve(TrainConfig(solver="ssp", epsilon=5.0), 1e6)
+    ssp, _ = resolve(TrainConfig(solver="ssp", privacy=dict(epsilon=5.0)), 1e6)
     assert ssp.gd.steps is None
 
 
@@ -54,7 +55,7 @@ def test_equivalent_releases_have_the_plans_privacy(eps):
     (so the same Gaussian mechanism), the plan's δ charged, and dp_accounting's ε of the
     whole run equal to the plan's (to its discretisation) and within the target. Fails if
     the noise were scaled by anything but √(10/20), or the count left at 20."""
-    cfg = TrainConfig(epsilon=eps, dataset="synthetic")
+    cfg = TrainConfig(data=dict(dataset="synthetic"), privacy=dict(epsilon=eps))
     plan = make_plan(cfg, draws=sampler_draws(cfg, 300))
     model_cfg, _ = resolve(cfg, FAST_SCALE / eps)
     new = resolved_plan(plan, cfg, model_cfg)
@@ -67,8 +68,8 @@ def test_equivalent_releases_have_the_plans_privacy(eps):
             math.sqrt(ra.count) / ra.noise_multiplier, rel=1e-12)
         assert rb.delta == ra.delta                         # the plan's δ, charged as planned
         assert sampler_delta(rb.draws, rb.noise_multiplier, rb.count) <= rb.delta
-    e_plan = epsilon_of(plan.releases(), cfg.delta)
-    e_new = epsilon_of(new.releases(), cfg.delta)
+    e_plan = epsilon_of(plan.releases(), cfg.privacy.delta)
+    e_new = epsilon_of(new.releases(), cfg.privacy.delta)
     assert e_new <= eps and e_new == pytest.approx(e_plan, rel=1e-4)
     # the identity behind it, in dp_accounting alone: 20 Gaussians at z = 10 at z/√2
     z = ra.noise_multiplier
@@ -84,7 +85,7 @@ def test_equivalent_releases_have_the_plans_privacy(eps):
 
 
 def test_a_fast_run_uses_the_scaled_noise_and_spends_the_planned_epsilon(ratings):
-    cfg = TrainConfig(epsilon=20.0, iterations=2, noise_seed=0)
+    cfg = TrainConfig(iterations=2, privacy=dict(epsilon=20.0, noise_seed=0))
     run = setup(ratings, cfg, execution=QUIET)
     planned = make_plan(cfg, draws=sampler_draws(cfg, ratings.n_items))
     assert run.model_cfg.gd.steps == FAST_STEPS and run.noisy_n * 20.0 >= FAST_SCALE
@@ -107,7 +108,7 @@ def test_a_fast_run_uses_the_scaled_noise_and_spends_the_planned_epsilon(ratings
 
 def test_below_the_scale_nothing_changes(ratings):
     """n̂·ε < 10⁵: the rule's 20 steps are the old default's, bit for bit."""
-    cfg = TrainConfig(epsilon=5.0, iterations=1, noise_seed=0)
+    cfg = TrainConfig(iterations=1, privacy=dict(epsilon=5.0, noise_seed=0))
     auto = fit(ratings, cfg, execution=QUIET)
     old = fit(ratings, cfg.replace(gd=dict(steps=20)), execution=QUIET)
     assert auto.config.gd.steps == 20
@@ -121,7 +122,7 @@ def test_no_equivalent_keeps_the_planned_steps(ratings, monkeypatch):
     method = method_of(TrainConfig())
     monkeypatch.setattr(type(method), "equivalent_releases", lambda self, planned, cfg:
                         planned if cfg.gd.planned_steps == planned[0].count else None)
-    run = setup(ratings, TrainConfig(epsilon=20.0, iterations=1, noise_seed=0),
+    run = setup(ratings, TrainConfig(iterations=1, privacy=dict(epsilon=20.0, noise_seed=0)),
                 execution=QUIET)
     assert run.model_cfg.gd.steps == PLANNED_GD_STEPS
     assert run.model_cfg.gd.learning_rate == 0.01
@@ -129,7 +130,7 @@ def test_no_equivalent_keeps_the_planned_steps(ratings, monkeypatch):
 
 
 def test_a_fast_run_resumes_bit_identically(ratings, tmp_path):
-    cfg = TrainConfig(epsilon=20.0, iterations=3, noise_seed=0, dim=8)
+    cfg = TrainConfig(iterations=3, dim=8, privacy=dict(epsilon=20.0, noise_seed=0))
     ref = fit(ratings, cfg, execution=QUIET, run_dir=tmp_path / "ref")
 
     class Crash(Exception):
@@ -150,7 +151,7 @@ def test_a_fast_run_resumes_bit_identically(ratings, tmp_path):
 
 def test_a_version_2_config_keeps_its_20_steps():
     """Before version 3 a missing gd.steps meant 20; it still does."""
-    old = {**dataclasses.asdict(TrainConfig()), "config_version": 2}
+    old = {**TrainConfig().flat_dict(), "config_version": 2}     # flat, as version 2 was
     del old["gd"]["steps"]
     assert TrainConfig.from_dict(old).gd.steps == 20
     assert TrainConfig.from_dict(TrainConfig().stored()).gd.steps is None

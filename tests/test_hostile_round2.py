@@ -9,7 +9,7 @@ import pytest
 
 import dpmt
 from _cli import cli
-from dpmt.config import ExecutionConfig, GDConfig, TrainConfig
+from dpmt.config import ExecutionConfig, GDConfig, TrainConfig, route
 from dpmt.errors import ConfigError, DataError
 
 QUIET = ExecutionConfig(progress=False)
@@ -22,8 +22,8 @@ def data():
 
 @pytest.fixture(scope="module")
 def model(data):
-    return dpmt.fit(data, TrainConfig(dataset="synthetic", dim=3, iterations=1, epsilon=2.0,
-                                      noise_seed=0), execution=QUIET)
+    return dpmt.fit(data, TrainConfig(dim=3, iterations=1, data=dict(dataset="synthetic"),
+                                      privacy=dict(epsilon=2.0, noise_seed=0)), execution=QUIET)
 
 
 # -- A3: recommend_batch's batch size -----------------------------------------------------------
@@ -41,10 +41,10 @@ def test_b7_a_file_as_run_dir_is_refused_before_any_release(data, tmp_path, monk
     f = tmp_path / "file"
     f.write_text("x")
     with pytest.raises(ConfigError, match="run_dir .* is a file"):
-        dpmt.fit(data, TrainConfig(dataset="synthetic", dim=3, iterations=1),
+        dpmt.fit(data, TrainConfig(dim=3, iterations=1, data=dict(dataset="synthetic")),
                  execution=QUIET, run_dir=f)
     with pytest.raises(ConfigError, match="resume=True needs the run_dir"):
-        dpmt.fit(data, TrainConfig(dataset="synthetic", dim=3, iterations=1),
+        dpmt.fit(data, TrainConfig(dim=3, iterations=1, data=dict(dataset="synthetic")),
                  execution=QUIET, resume=True)
 
 
@@ -81,16 +81,16 @@ def test_c8_the_cli_names_a_huge_item_id(model, tmp_path, capsys):
     (dict(dataset=5), "dataset must be a string")])
 def test_c12_strings_and_booleans_are_not_numbers(kw, match):
     with pytest.raises(ConfigError, match=match):
-        TrainConfig(**kw)
+        TrainConfig(**route(kw))
 
 
 def test_c12_gd_config_and_numpy_scalars():
     with pytest.raises(ConfigError, match="gd.steps must be an integer"):
         GDConfig(steps="3")
-    cfg = TrainConfig(dim=np.int64(8), epsilon=np.float32(5), budget=np.int32(30))
-    assert type(cfg.dim) is int and type(cfg.epsilon) is float and type(cfg.budget) is float
-    assert cfg == TrainConfig(dim=8, epsilon=5.0, budget=30.0)
-    assert cfg.fingerprint() == TrainConfig(dim=8, epsilon=5, budget=30).fingerprint()
+    cfg = TrainConfig(dim=np.int64(8), budget=np.int32(30), privacy=dict(epsilon=np.float32(5)))
+    assert type(cfg.dim) is int and type(cfg.privacy.epsilon) is float and type(cfg.budget) is float
+    assert cfg == TrainConfig(dim=8, budget=30.0, privacy=dict(epsilon=5.0))
+    assert cfg.fingerprint() == TrainConfig(dim=8, budget=30, privacy=dict(epsilon=5)).fingerprint()
     json.dumps(cfg.to_dict())                              # serialisable
 
 
@@ -166,7 +166,7 @@ def test_d16_help_texts_come_from_the_code(capsys):
     assert weights_for(WEIGHTS_SCALE / 5.0 - 1, 5.0) == "uniform"
     assert weights_for(WEIGHTS_SCALE / 5.0 + 1, 5.0) == "adaptive"
     for argv, needle in ((["train", "--help"], f"n̂·ε < {WEIGHTS_SCALE:g}"),
-                         (["bench", "--help"], f"dpmt's default, {TrainConfig().item_solve}"),
+                         (["bench", "--help"], f"dpmt's default, {TrainConfig().ssp.item_solve}"),
                          (["compare", "--help"], f"(default: {TrainConfig().solver}")):
         cli(argv)
         text = " ".join(capsys.readouterr().out.split())
@@ -176,7 +176,7 @@ def test_d16_help_texts_come_from_the_code(capsys):
 def test_d16_a_rating_model_states_no_popularity_prior_rule():
     from dpmt.train.defaults import resolve
 
-    cfg, why = resolve(TrainConfig(task="rating", split="random"), 900.0)
+    cfg, why = resolve(TrainConfig(task="rating", data=dict(split="random")), 900.0)
     assert cfg.popularity_prior == 0.0 and "popularity_prior" not in dict(
         (k, r) for k, _, r in why)
 
@@ -341,10 +341,10 @@ def test_c14_ctrl_c_while_the_parser_loads_is_an_interruption(monkeypatch, capsy
 # -- D15: a model says which data it was trained on ---------------------------------------------
 def test_d15_a_model_trained_from_python_does_not_call_itself_ml_100k(data, tmp_path, capsys):
     m = dpmt.fit(data, TrainConfig(dim=3, iterations=1, solver="ssp"), execution=QUIET)
-    assert m.config.dataset == data.name != "ml-100k"
+    assert m.config.data.dataset == data.name != "ml-100k"
     assert m.report().startswith(f"{data.name}:")
     path = m.save(tmp_path / "m")
-    assert dpmt.Model.load(path).config.dataset == data.name
+    assert dpmt.Model.load(path).config.data.dataset == data.name
     assert cli(["recommend", "--model", path, "--items", "3,17"]) == 0
     out = capsys.readouterr().out
     assert "Toy Story" not in out and "(1995)" not in out          # no ML-100K titles
@@ -354,9 +354,10 @@ def test_d15_a_run_keeps_the_dataset_it_was_given(data):
     from dpmt.train.loop import data_label
 
     assert data_label("shifted-train") == "shifted" and data_label("x") == "x"
-    named = dpmt.fit(data, TrainConfig(dataset="my-data", dim=3, iterations=1, solver="ssp"),
+    named = dpmt.fit(data, TrainConfig(dim=3, iterations=1, solver="ssp",
+                                       data=dict(dataset="my-data")),
                      execution=QUIET)
-    assert named.config.dataset == "my-data"          # what the caller said is kept
+    assert named.config.data.dataset == "my-data"          # what the caller said is kept
 
 
 # -- D20, D21: one-candidate tune, files without ratings, CR-only, several .inter -------------

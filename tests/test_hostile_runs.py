@@ -18,7 +18,7 @@ import pytest
 
 import dpmt
 from _cli import cli
-from dpmt.config import ExecutionConfig, GDConfig, TrainConfig
+from dpmt.config import ExecutionConfig, GDConfig, TrainConfig, route
 from dpmt.data import make_synthetic, per_user_split
 from dpmt.data.ratings import Ratings
 from dpmt.errors import ConfigError, DataError, DpmtError
@@ -40,7 +40,7 @@ def split():
 def _cfg(**kw):
     base = dict(dataset=DATASET, dim=2, budget=5.0, iterations=3, epsilon=1.0, solver="ssp")
     base.update(kw)
-    return TrainConfig(**base)
+    return TrainConfig(**route(base))
 
 
 class Interrupt(Exception):
@@ -92,7 +92,7 @@ def test_a3_one_star_ratings_are_not_taken_for_implicit_feedback(tmp_path):
     from dpmt.train.rundir import prepare_data
 
     with pytest.raises(DataError, match="kept no ratings"):
-        prepare_data(TrainConfig(dataset=str(f)), QUIET)
+        prepare_data(TrainConfig(data=dict(dataset=str(f))), QUIET)
 
 
 # -- B. run directories and resume ---------------------------------------------------------------
@@ -264,7 +264,7 @@ def test_c12_extreme_numbers_get_the_valid_range(argv, fragment, capsys):
     err = capsys.readouterr().err
     assert fragment in err and "Traceback" not in err
     with pytest.raises(ConfigError):
-        TrainConfig(seed=2**64)
+        TrainConfig(data=dict(seed=2**64))
 
 
 def test_c12_an_unreachable_budget_says_so(capsys, monkeypatch):
@@ -357,7 +357,7 @@ def test_d17_data_changed_under_a_run_is_named_as_such(tmp_path, monkeypatch):
     out = tmp_path / "R"
     items = tmp_path / "items.txt"          # the public catalogue, ids 0..11 and 999's
     items.write_text("".join(f"{i}\n" for i in range(12)))
-    cfg = TrainConfig(dataset=str(f), items=str(items), dim=2, budget=5.0, iterations=3)
+    cfg = TrainConfig(dim=2, budget=5.0, iterations=3, data=dict(dataset=str(f), items=str(items)))
     _interrupt_after(monkeypatch, 1)
     with pytest.raises(Interrupt):
         dpmt.run(cfg, out, execution=QUIET)
@@ -376,7 +376,8 @@ def test_the_delta_warning_suggests_a_delta_well_below_one_over_n(n):
     from dpmt.train.checks import warn_if_delta_protects_nobody
 
     with pytest.warns(UserWarning, match="1/n̂") as rec:
-        warn_if_delta_protects_nobody(TrainConfig(delta=1e-5 if n > 10**5 else 1e-2), float(n))
+        warn_if_delta_protects_nobody(TrainConfig(privacy=dict(delta=1e-5 if n > 10**5 else 1e-2)),
+                                      float(n))
     suggested = float(re.search(r"--delta ([0-9.e+-]+)", str(rec[0].message)).group(1))
     assert suggested <= 1.0 / (10 * n) and suggested > 1.0 / (1000 * n)
 

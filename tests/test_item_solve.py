@@ -215,9 +215,10 @@ def test_train_config_item_solve_reaches_the_item_step():
     V = np.zeros((r.n_items, d), np.float32)
     key, noise = jax.random.key(2), ItemNoise(sigma_A=0.3, sigma_b=0.2)
     out = {}
-    assert TrainConfig().item_solve == "cg"
+    assert TrainConfig().ssp.item_solve == "cg"
     for mode in ("project", "shift", "cg"):
-        steps = make_steps(TrainConfig(dim=d, item_solve=mode, solver="ssp", cg_steps=2), r, w)
+        steps = make_steps(TrainConfig(dim=d, solver="ssp", cg_steps=2,
+                                       ssp=dict(item_solve=mode)), r, w)
         out[mode] = np.asarray(steps.item_step.update(steps.item_step.init(key, V), V, U, key,
                                                       noise)[0])
         ref = ssp.ssp_item_step(steps.items, U, steps.weights, None, key, 0.3, 0.2,

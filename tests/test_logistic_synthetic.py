@@ -78,7 +78,8 @@ def test_rating_task_refuses_implicit_data_by_source_not_name(tmp_path):
     from dpmt.config import ExecutionConfig, TrainConfig
     from dpmt.train.rundir import prepare_data
 
-    cfg = TrainConfig(dataset="logistic-synthetic:users=60,items=30,interactions=300",
-                      task="rating", split="random")
+    cfg = TrainConfig(task="rating",
+                      data=dict(dataset="logistic-synthetic:users=60,items=30,interactions=300",
+                                split="random"))
     with pytest.raises(DataError, match="implicit feedback.*rating task needs ratings"):
         prepare_data(cfg, ExecutionConfig(progress=False, data_dir=str(tmp_path)))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import dpmt
-from dpmt.config import ExecutionConfig, TrainConfig
+from dpmt.config import ExecutionConfig, NonPrivate, TrainConfig
 from dpmt.data import make_synthetic, per_user_split
 from dpmt.data.ratings import Ratings
 from dpmt.errors import ConfigError, DataError
@@ -30,8 +30,10 @@ def split():
 def model(split):
     # an explicit prior weight (the rule gives η = 0 with uniform weights at this n̂·ε), so
     # that the scores below exercise the prior
-    return dpmt.fit(split.train, TrainConfig(dataset="synthetic", epsilon=4.0, dim=4,
-                                             budget=10.0, popularity_prior=0.25),
+    return dpmt.fit(split.train, TrainConfig(dim=4,
+                                             budget=10.0, popularity_prior=0.25,
+                                             data=dict(dataset="synthetic"),
+                                             privacy=dict(epsilon=4.0)),
                     test=split.test, execution=QUIET)
 
 
@@ -149,8 +151,9 @@ def test_corrupted_or_foreign_files_are_refused_clearly(model, tmp_path):
 
 
 def test_a_run_directory_is_a_saved_model(tmp_path):
-    cfg = TrainConfig(dataset="synthetic:users=200,items=80,interactions=3000,seed=2",
-                      epsilon=3.0, dim=4, budget=10.0)
+    cfg = TrainConfig(dim=4, budget=10.0,
+                      data=dict(dataset="synthetic:users=200,items=80,interactions=3000,seed=2"),
+                      privacy=dict(epsilon=3.0))
     m = dpmt.run(cfg, tmp_path / "run", execution=QUIET)
     loaded = Model.load(tmp_path / "run")
     np.testing.assert_array_equal(loaded.item_embeddings, m.item_embeddings)
@@ -179,8 +182,9 @@ def test_bad_histories_get_clear_errors(model):
 
 
 def test_empty_history_without_released_counts_is_refused(split):
-    m = dpmt.fit(split.train, TrainConfig(private=False, dim=4, iterations=1,
-                                          popularity_prior=0.0), execution=QUIET)
+    m = dpmt.fit(split.train, TrainConfig(dim=4, iterations=1,
+                                          popularity_prior=0.0, privacy=NonPrivate()),
+                 execution=QUIET)
     assert m.item_counts is None
     with pytest.raises(DataError, match="empty history"):
         m.recommend([], k=3)

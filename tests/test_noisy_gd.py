@@ -215,36 +215,113 @@ def test_dp_sgd_run_and_errors():
 UL_FULL = user_layout(R, dim=D)
 
 
-def _fast_sum(layout_u, mask):
+def _fast_sum(layout_u, mask, pregather=None, layout=TL):
     from dpmt.solvers.gd_blocks import fast_clipped_sum, prepare_steps
 
     V = PARAMS["params"]["embedding"]
-    data = prepare_steps(TL, layout_u, jnp.asarray(X), jnp.asarray(W), jnp.asarray(Y))
-    return fast_clipped_sum(V, TL, layout_u, jnp.asarray(X), data, jnp.float32(G_FAST),
+    data = prepare_steps(layout, layout_u, jnp.asarray(X), jnp.asarray(W), jnp.asarray(Y),
+                         pregather_bytes=pregather)
+    return fast_clipped_sum(V, layout, layout_u, jnp.asarray(X), data, jnp.float32(G_FAST),
                             jnp.asarray(mask, jnp.float32))
 
 
 G_FAST = 2.5                       # clips about half the users
 
 
+def _part_budget(layout=TL):
+    """A pre-gather budget that takes some of the layout's buckets (segments last) but not
+    all."""
+    from dpmt.solvers.gd_blocks import pregathered_buckets
+
+    sizes = [4 * b.cols.size * D for b in layout._all_buckets()]
+    budget = sum(sizes[: len(sizes) // 2])
+    pre = pregathered_buckets(layout, D, budget)
+    assert any(pre) and not all(pre)
+    return budget
+
+
 @pytest.mark.parametrize("users", [None, UL, UL_FULL])
-def test_fast_clipped_sum_matches_reference(users):
-    """Same clipped sum and per-user norms as clipped_gradient_sum (the per-user norms over
-    the user layout or over the task layout), and the same sensitivity: removing one user
-    changes the sum by min(G, ‖g_j‖)."""
+@pytest.mark.parametrize("pregather", ["all", "part", "none"])
+def test_fast_clipped_sum_matches_reference(users, pregather):
+    """Same clipped sum and per-user norms as clipped_gradient_sum (U's rows pre-gathered
+    into the task layout's slots for all, some or none of the buckets; without them the
+    per-user norms over the user layout or over the task layout), and the same sensitivity:
+    removing one user changes the sum by min(G, ‖g_j‖) — by no more than G."""
+    budget = {"all": None, "part": _part_budget(), "none": 0}[pregather]
     ones = np.ones(R.n_users, np.float32)
     ref, ref_norms = clipped_gradient_sum(ENC, PARAMS, TL, X, W, Y, G_FAST, user_mask=ones)
-    got, norms = _fast_sum(users, ones)
+    got, norms = _fast_sum(users, ones, budget)
     np.testing.assert_allclose(got, ref["params"]["embedding"], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(norms, ref_norms, rtol=1e-5, atol=1e-7)
     assert np.sum(np.asarray(norms) > G_FAST) >= 3 and np.sum(np.asarray(norms) < G_FAST) >= 3
     for j in np.argsort(-np.asarray(norms))[:3].tolist() + [int(np.argmin(norms))]:
         mask = ones.copy()
         mask[j] = 0
-        without, _ = _fast_sum(users, mask)
+        without, _ = _fast_sum(users, mask, budget)
         delta = float(np.linalg.norm(np.asarray(got) - np.asarray(without)))
         assert delta <= G_FAST * (1 + 1e-5)
         assert delta == pytest.approx(min(G_FAST, float(norms[j])), rel=1e-4, abs=1e-6)
+
+
+def test_pregathered_clip_bounds_every_user_contribution():
+    """The pre-gathered path clips each user's *whole* gradient (all items, every bucket and
+    segment) to norm ≤ G: each user alone in the sample contributes exactly min(G, ‖g_j‖),
+    users with large gradients exactly G — a user whose rows were clipped per bucket or per
+    item, or not at all, would exceed it."""
+    seg = task_layout(R, dim=D, segment_width=6, segment_min_saving=0.0, growth=16.0)
+    assert seg.segments is not None
+    G = 0.5 * G_FAST
+    from dpmt.solvers.gd_blocks import fast_clipped_sum, prepare_steps
+
+    V = PARAMS["params"]["embedding"]
+    grads = brute_user_grads(ENC, PARAMS)
+    for layout, budget in ((seg, None), (seg, _part_budget(seg)), (TL, None)):
+        data = prepare_steps(layout, None, jnp.asarray(X), jnp.asarray(W), jnp.asarray(Y),
+                             pregather_bytes=budget)
+        assert any(x is not None for x in data.x_slots)
+        big = 0
+        one = jax.jit(lambda mask, layout=layout, data=data: fast_clipped_sum(
+            V, layout, None, jnp.asarray(X), data, jnp.float32(G), mask))
+        for j in range(R.n_users):
+            mask = np.zeros(R.n_users, np.float32)
+            mask[j] = 1.0
+            rows, norms = one(jnp.asarray(mask))
+            full = tree_norm(grads[j])
+            got = float(np.linalg.norm(np.asarray(rows, np.float64)))
+            assert got <= G * (1 + 1e-5)
+            assert got == pytest.approx(min(G, full), rel=1e-4, abs=1e-6)
+            assert float(norms[j]) == pytest.approx(full, rel=1e-4, abs=1e-6)
+            np.testing.assert_allclose(                   # the clipped gradient itself
+                rows, np.asarray(grads[j]["params"]["embedding"]) * min(1.0, G / full),
+                rtol=1e-4, atol=1e-6)
+            big += full > G
+        assert big >= 3
+
+
+def test_pregathered_blocks_reuse_their_buffers():
+    """keep_scratch / prepare_steps(reuse=True): the next call writes its rows over the kept
+    (donated) buffers — the same StepData as a fresh call, bit for bit — keyed by the task
+    layout."""
+    from dpmt.solvers import gd_blocks as gb
+
+    args = (jnp.asarray(W), jnp.asarray(Y))
+    X2 = jnp.asarray(RNG.normal(size=X.shape), jnp.float32)
+    first = gb.prepare_steps(TL, None, jnp.asarray(X), *args, reuse=True)
+    gb.keep_scratch(TL, first)
+    kept = [x for x in first.x_slots if x is not None]
+    again = gb.prepare_steps(TL, None, X2, *args, reuse=True)
+    assert all(x.is_deleted() for x in kept)                    # donated, written over
+    fresh = gb.prepare_steps(TL, None, X2, *args)
+    for a, b in zip(again.x_slots, fresh.x_slots):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    gb.keep_scratch(TL, again)
+    seg = task_layout(R, dim=D, segment_width=6, segment_min_saving=0.0)
+    gb.prepare_steps(seg, None, X2, *args, reuse=True)       # another layout: not TL's
+    gb.prepare_steps(TL, None, X2, *args, reuse=True, pregather_bytes=0)   # none gathered
+    assert not any(x.is_deleted() for x in again.x_slots if x is not None)
+    assert TL in gb._SCRATCH
+    gb.release_scratch()
+    assert TL not in gb._SCRATCH
 
 
 def _reference_gd(params, steps, key, optimizer, sampling_rate=None, reg=0.0, M=None, **kw):
@@ -262,11 +339,16 @@ def _reference_gd(params, steps, key, optimizer, sampling_rate=None, reg=0.0, M=
     return params
 
 
+@pytest.mark.parametrize("pregather", [None, 0])
 @pytest.mark.parametrize("case", ["noise", "poisson+gravity", "noiseless"])
-def test_fast_noisy_gd_is_the_reference_step(case):
+def test_fast_noisy_gd_is_the_reference_step(case, pregather, monkeypatch):
     """noisy_gd's fast path makes the same steps as the per-step reference kernels: same
     sample masks, clipped sums, noise (same key, same draws) and updates, to float32
-    summation order — with or without a user layout."""
+    summation order — with or without a user layout, U's rows pre-gathered or not."""
+    from dpmt.solvers import gd_blocks
+
+    if pregather is not None:
+        monkeypatch.setattr(gd_blocks, "PREGATHER_BYTES", pregather)
     B = RNG.normal(size=(D, D))
     kw = {"noise": dict(clip_norm=2.5, noise_multiplier=1.3, reg=1.0),
           "poisson+gravity": dict(clip_norm=2.5, noise_multiplier=1.0, sampling_rate=0.4,
@@ -299,9 +381,15 @@ def test_fast_path_refuses_a_foreign_user_layout():
                  key=jax.random.key(0), user_layout=TL)
 
 
-def test_fast_path_on_a_segmented_task_layout():
+@pytest.mark.parametrize("pregather", [None, 0])
+def test_fast_path_on_a_segmented_task_layout(pregather, monkeypatch):
     """Long item rows cut into segments (as fit builds the layout on one device): the same
-    steps, the norms pass over the task layout included; the reference kernels refuse it."""
+    steps, the norms pass over the task layout included, U's rows pre-gathered or not; the
+    reference kernels refuse it."""
+    from dpmt.solvers import gd_blocks
+
+    if pregather is not None:
+        monkeypatch.setattr(gd_blocks, "PREGATHER_BYTES", pregather)
     seg = task_layout(R, dim=D, segment_width=6, segment_min_saving=0.0, growth=16.0)
     assert len(seg.buckets) == 1 and len(seg.long_rows) == 17     # 3 short rows, 17 long
     opt = optax.adam(0.05)

@@ -88,9 +88,9 @@ def test_twin_patch_changes_only_the_b_noise():
     scale = np.abs(real.item_embeddings[canary]).max()
     assert np.abs(broken.item_embeddings[canary]).max() <= 1e-5 * scale
     assert np.all(np.abs(real.item_embeddings[canary]).sum(axis=1) > 0)
-    exact = dpmt.fit(D, cfg.replace(item_solve="shift"), execution=ex)
+    exact = dpmt.fit(D, cfg.replace(ssp=dict(item_solve="shift")), execution=ex)
     with pa.b_noise_scaled(0.0):
-        broken_exact = dpmt.fit(D, cfg.replace(item_solve="shift"), execution=ex)
+        broken_exact = dpmt.fit(D, cfg.replace(ssp=dict(item_solve="shift")), execution=ex)
     assert not np.any(broken_exact.item_embeddings[canary])
     assert np.all(np.abs(exact.item_embeddings[canary]).sum(axis=1) > 0)
 

@@ -27,9 +27,10 @@ def split():
 
 @pytest.fixture(scope="module")
 def model(split):
-    return dpmt.fit(split.train, TrainConfig(dataset="synthetic", epsilon=2.0, dim=4,
+    return dpmt.fit(split.train, TrainConfig(dim=4,
                                              iterations=1, weights="uniform", budget=10.0,
-                                             solver="ssp"),
+                                             solver="ssp", data=dict(dataset="synthetic"),
+                                             privacy=dict(epsilon=2.0)),
                     execution=QUIET)
 
 
@@ -48,14 +49,15 @@ def test_rule_follows_its_formula_and_is_zero_without_privacy():
     assert weights_for(700, 20.0) == "uniform" and weights_for(40_000, 1.0) == "uniform"
     assert weights_for(40_000, 5.0) == "adaptive" and weights_for(5_000, 20.0) == "adaptive"
     assert weights_for(99_999, 1.0) == "uniform" and weights_for(100_000, 1.0) == "adaptive"
-    cfg, why = resolve(TrainConfig(epsilon=5.0), 943.0)          # ML-100K-sized, GD
+    cfg, why = resolve(TrainConfig(privacy=dict(epsilon=5.0)), 943.0)          # ML-100K-sized, GD
     assert cfg.weights == "uniform" and cfg.popularity_prior == 0.0
     assert "uniform weights: η = 0" in dict((k, r) for k, _, r in why)["popularity_prior"]
-    cfg, _ = resolve(TrainConfig(epsilon=20.0), 943.0)           # n̂·ε ≈ 1.9·10⁴
+    cfg, _ = resolve(TrainConfig(privacy=dict(epsilon=20.0)), 943.0)           # n̂·ε ≈ 1.9·10⁴
     assert cfg.weights == "uniform" and cfg.popularity_prior == 0.0
-    cfg, _ = resolve(TrainConfig(epsilon=5.0), 40_000.0)         # the 50k synthetic's size
+    cfg, _ = resolve(TrainConfig(privacy=dict(epsilon=5.0)),
+                     40_000.0)         # the 50k synthetic's size
     assert cfg.weights == "adaptive" and cfg.popularity_prior == GD_PRIOR
-    cfg, why = resolve(TrainConfig(epsilon=5.0, solver="ssp"), PRIOR_SCALE / 5.0)
+    cfg, why = resolve(TrainConfig(solver="ssp", privacy=dict(epsilon=5.0)), PRIOR_SCALE / 5.0)
     assert cfg.popularity_prior == pytest.approx(1.0) and cfg.weights == "uniform"
     assert [w[0] for w in why] == ["weights", "reg", "popularity_prior"]
     cfg, why = resolve(TrainConfig(popularity_prior=0.3, weights="tail", reg=3.0,
@@ -75,9 +77,11 @@ def test_fit_resolves_the_prior_from_the_released_user_count(model, tmp_path):
 
 
 def test_zero_prior_releases_no_counts_for_uniform_weights(split):
-    m = dpmt.fit(split.train, TrainConfig(dataset="synthetic", epsilon=2.0, dim=4,
+    m = dpmt.fit(split.train, TrainConfig(dim=4,
                                           iterations=1, weights="uniform", budget=10.0,
-                                          popularity_prior=0.0, solver="ssp"),
+                                          popularity_prior=0.0, solver="ssp",
+                                          data=dict(dataset="synthetic"),
+                                          privacy=dict(epsilon=2.0)),
                  execution=QUIET)
     assert m.item_counts is None and m.item_prior() is None
     assert not any(r.name == "item_counts" for r in m.ledger.releases)
@@ -139,7 +143,7 @@ def test_the_ridge_rule_raises_lambda_only_for_noisy_gd_under_heavy_noise():
     assert reg_for(740, 1.0, True, "ssp") == BASE_REG          # SSP: not measured, unchanged
     assert reg_for(740, 1.0, False, "gd") == BASE_REG          # non-private
     assert reg_for(None, 1.0, True, "gd") == BASE_REG          # no released n̂: no input
-    cfg, why = resolve(TrainConfig(epsilon=1.0), 943.0)
+    cfg, why = resolve(TrainConfig(privacy=dict(epsilon=1.0)), 943.0)
     assert cfg.reg == 10.0 and any(k == "reg" and "< 1200" in r for k, _, r in why)
-    cfg, _ = resolve(TrainConfig(epsilon=1.0, reg=0.5), 943.0)  # a user's λ is kept
+    cfg, _ = resolve(TrainConfig(reg=0.5, privacy=dict(epsilon=1.0)), 943.0)  # a user's λ is kept
     assert cfg.reg == 0.5

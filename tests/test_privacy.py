@@ -355,10 +355,10 @@ def test_plan_releases_integer_statistics_and_selects_items():
     from dpmt.train.plan import PARTITION_DELTA_SHARE, make_plan
 
     cfg = TrainConfig(task="rating", solver="ssp", gravity=0.0, dim=2, iterations=1,
-                      weights="uniform", epsilon=4.0, label_clip=1.5)
+                      weights="uniform", label_clip=1.5, privacy=dict(epsilon=4.0))
     plan = make_plan(cfg)
     k = cfg.effective_count_cap
-    lo, hi = cfg.rating_bounds
+    lo, hi = cfg.data.rating_bounds
     _, step = mean_lattice(k, lo, hi)
     assert (plan.mean_sum.mechanism, plan.mean_sum.step) == (DG, step)
     assert (plan.mean_count.mechanism, plan.mean_count.step) == (DG, k)
@@ -368,13 +368,13 @@ def test_plan_releases_integer_statistics_and_selects_items():
     assert plan.item_threshold is None and plan.counts.delta == 0
     assert plan.epsilon <= 4.0 * (1 + 1e-6)
     sel = make_plan(cfg, select_items=True)
-    assert sel.counts.delta == pytest.approx(PARTITION_DELTA_SHARE * cfg.delta)
+    assert sel.counts.delta == pytest.approx(PARTITION_DELTA_SHARE * cfg.privacy.delta)
     assert sel.item_threshold == partition_threshold(k, sel.counts.noise_std,
-                                                     PARTITION_DELTA_SHARE * cfg.delta)
-    led = PrivacyLedger(cfg.delta, epsilon_budget=cfg.epsilon)
+                                                     PARTITION_DELTA_SHARE * cfg.privacy.delta)
+    led = PrivacyLedger(cfg.privacy.delta, epsilon_budget=cfg.privacy.epsilon)
     for r in sel.releases():
         led.record(r)
-    assert led.epsilon() <= cfg.epsilon * (1 + 1e-6)
+    assert led.epsilon() <= cfg.privacy.epsilon * (1 + 1e-6)
     # implicit feedback with uniform weights releases no counts unless items are selected
     imp = TrainConfig(weights="uniform", solver="ssp", popularity_prior=0.0, dim=2, iterations=1)
     assert make_plan(imp).counts is None
@@ -390,13 +390,13 @@ def test_fit_charges_every_continuous_normal_it_draws(kw):
     ε is the accountant's at δ minus them. Fails if a release's draws were not charged, or
     charged at another count."""
     import dpmt
-    from dpmt.config import ExecutionConfig, TrainConfig
+    from dpmt.config import ExecutionConfig, TrainConfig, route
     from dpmt.solvers import noise
     from dpmt.train.plan import sampler_draws
 
     r = dpmt.data.make_synthetic(n_users=200, n_items=50, n_interactions=3000, seed=2)
-    cfg = TrainConfig(dataset="synthetic", epsilon=2.0, dim=3, iterations=2, noise_seed=1,
-                      **kw)
+    cfg = TrainConfig(**route(dict(dim=3, iterations=2, **kw, dataset="synthetic", epsilon=2.0,
+                                   noise_seed=1)))
     model = dpmt.fit(r, cfg, execution=ExecutionConfig(progress=False))
     draws = sampler_draws(model.config, r.n_items)
     continuous = [x for x in model.ledger.releases if x.mechanism == "gaussian"]
@@ -409,8 +409,8 @@ def test_fit_charges_every_continuous_normal_it_draws(kw):
     extra = sum(x.delta for x in model.ledger.releases)
     assert 0 < extra < 1e-12
     assert model.ledger.epsilon() == pytest.approx(
-        epsilon_of(model.ledger.releases, cfg.delta), rel=1e-12)
-    assert model.ledger.epsilon() <= cfg.epsilon * (1 + 1e-9)
+        epsilon_of(model.ledger.releases, cfg.privacy.delta), rel=1e-12)
+    assert model.ledger.epsilon() <= cfg.privacy.epsilon * (1 + 1e-9)
 
 
 def test_fit_refuses_to_charge_fewer_normals_than_it_draws():
@@ -419,7 +419,8 @@ def test_fit_refuses_to_charge_fewer_normals_than_it_draws():
     from dpmt.train.plan import sampler_draws
 
     r = dpmt.data.make_synthetic(n_users=100, n_items=30, n_interactions=1000, seed=2)
-    cfg = TrainConfig(dataset="synthetic", epsilon=2.0, dim=3, iterations=1, solver="ssp")
+    cfg = TrainConfig(dim=3, iterations=1, solver="ssp", data=dict(dataset="synthetic"),
+                      privacy=dict(epsilon=2.0))
     few = {name: n - 1 for name, n in sampler_draws(cfg, r.n_items).items()}
     with pytest.raises(ConfigError, match="fewer normals"):
         dpmt.fit(r, cfg, execution=ExecutionConfig(progress=False), charged_draws=few)

@@ -9,8 +9,9 @@ from benchmarks import quality_report as qr
 from dpmt.config import ExecutionConfig, TrainConfig
 
 QUIET = ExecutionConfig(progress=False)
-BASE = TrainConfig(dataset="synthetic:users=500,items=120,interactions=10000",
-                   split="heldout-users", heldout_users=50, delta=1e-5, iterations=1)
+BASE = TrainConfig(iterations=1,
+                   data=dict(dataset="synthetic:users=500,items=120,interactions=10000",
+                             split="heldout-users", heldout_users=50), privacy=dict(delta=1e-5))
 DS = q.Dataset("Skewed synthetic tiny", BASE, (0,), (2.0,), weightings=("uniform", "adaptive"),
                private_grid=(dict(dim=4), dict(dim=8, reg=10.0)), als_grid=(dict(dim=4, item_solve="shift"),),
                solve_grid=(dict(dim=4),))

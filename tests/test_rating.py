@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import dpmt
-from dpmt.config import ExecutionConfig, TrainConfig
+from dpmt.config import ExecutionConfig, NonPrivate, PrivacyConfig, TrainConfig, route
 from dpmt.data import random_split
 from dpmt.data.ratings import Ratings
 from dpmt.errors import ConfigError, DataError
@@ -45,7 +45,7 @@ def _cfg(**kw):
     base = dict(task="rating", split="random", gravity=0.0, dim=2, reg=20.0, user_clip=0.5,
                 budget=10.0, iterations=2, epsilon=5.0, weights="uniform", solver="ssp")
     base.update(kw)
-    return TrainConfig(**base)
+    return TrainConfig(**route(base))
 
 
 def test_the_plan_charges_the_mean_the_offsets_and_the_label_range():
@@ -119,7 +119,7 @@ def test_a_rating_model_saves_loads_and_predicts(split, tmp_path):
     assert np.all((p1 >= 0.5) & (p1 <= 5))
     with pytest.raises(DataError, match="pass values"):
         m.fold_in(hist)
-    implicit = dpmt.fit(split.train, TrainConfig(dim=2, iterations=1, private=False),
+    implicit = dpmt.fit(split.train, TrainConfig(dim=2, iterations=1, privacy=NonPrivate()),
                         execution=QUIET)
     with pytest.raises(ConfigError, match="rating models"):
         implicit.predict(hist, vals, [100])
@@ -136,11 +136,11 @@ def test_ratings_outside_the_stated_range_are_refused(split):
 
 def test_rating_task_configuration_is_checked():
     with pytest.raises(ConfigError, match="split='random'"):
-        TrainConfig(task="rating", split="heldout-users")
+        TrainConfig(task="rating", data=dict(split="heldout-users"))
     with pytest.raises(ConfigError, match="task='rating'"):
-        TrainConfig(split="random")
+        TrainConfig(data=dict(split="random"))
     with pytest.raises(ConfigError, match="label_clip"):
-        TrainConfig(task="rating", split="random", label_clip=0)
+        TrainConfig(task="rating", label_clip=0, data=dict(split="random"))
 
 
 def test_rating_runs_resume_with_the_released_mean(tmp_path, monkeypatch, split, factors_on):
@@ -298,21 +298,32 @@ def factors_on(monkeypatch):
 
 
 def test_the_rating_rule_picks_its_settings_and_follows_replace():
-    from dpmt.tasks import IMPLICIT_SETTINGS, RATING_NONPRIVATE
+    from dpmt.tasks import IMPLICIT_SETTINGS, PRIVACY_SETTINGS, RATING_NONPRIVATE
 
-    cfg = TrainConfig(task="rating", split="random", epsilon=1.0)
+    def settings(c, names):                 # count_noise_ratio lives in c.privacy
+        return {k: getattr(c.privacy if k in PRIVACY_SETTINGS else c, k) for k in names
+                if k not in PRIVACY_SETTINGS or c.private}
+
+    cfg = TrainConfig(task="rating", data=dict(split="random"), privacy=dict(epsilon=1.0))
     assert (cfg.solver, cfg.gravity, cfg.user_clip, cfg.iterations) == ("ssp", 0.0, 1.0, 2)
-    assert (cfg.label_clip, cfg.effective_count_cap, cfg.count_noise_ratio) == (1.0, 50, 0.15)
-    five = cfg.replace(epsilon=5.0)                       # the rule re-applied by replace
+    assert (cfg.label_clip, cfg.effective_count_cap, cfg.privacy.count_noise_ratio) == \
+        (1.0, 50, 0.15)
+    five = cfg.replace(privacy=dict(epsilon=5.0))          # the rule re-applied by replace
     assert (five.label_clip, five.effective_count_cap) == (1.5, 100)
-    nonpriv = cfg.replace(private=False)
-    assert {k: getattr(nonpriv, k) for k in RATING_NONPRIVATE} == RATING_NONPRIVATE
+    nonpriv = cfg.replace(privacy=NonPrivate())
+    assert settings(nonpriv, RATING_NONPRIVATE) == {
+        k: v for k, v in RATING_NONPRIVATE.items() if k not in PRIVACY_SETTINGS}
     # a value given is kept, through replace too; the implicit task keeps its defaults
-    mine = TrainConfig(task="rating", split="random", gravity=0.3, label_clip=2.0)
-    assert (mine.replace(epsilon=1.0).gravity, mine.replace(epsilon=1.0).label_clip) == \
-        (0.3, 2.0)
-    assert {k: getattr(TrainConfig(), k) for k in IMPLICIT_SETTINGS} == IMPLICIT_SETTINGS
-    assert TrainConfig().replace(task="rating", split="random").solver == "ssp"
+    mine = TrainConfig(task="rating", gravity=0.3, label_clip=2.0, data=dict(split="random"))
+    one = mine.replace(privacy=dict(epsilon=1.0))
+    assert (one.gravity, one.label_clip) == (0.3, 2.0)
+    assert settings(TrainConfig(), IMPLICIT_SETTINGS) == IMPLICIT_SETTINGS
+    # a PrivacyConfig given whole follows the task's rule, and is not changed in place
+    p = PrivacyConfig(epsilon=1.0)
+    assert cfg.replace(privacy=p).privacy.count_noise_ratio == 0.15
+    assert TrainConfig(privacy=p).privacy.count_noise_ratio == 1.0
+    assert p.count_noise_ratio is None
+    assert TrainConfig().replace(task="rating", data=dict(split="random")).solver == "ssp"
     # a stored config holds the numbers it trained with
     assert TrainConfig.from_dict(cfg.stored()) == cfg
 
@@ -323,7 +334,7 @@ def test_the_plan_gives_the_once_only_releases_most_of_the_budget():
     wrong sensitivity would move these ratios — and the whole plan within ε."""
     from dpmt.train.plan import MEAN_NOISE_RATIO, make_plan
 
-    cfg = TrainConfig(task="rating", split="random", epsilon=5.0)
+    cfg = TrainConfig(task="rating", data=dict(split="random"), privacy=dict(epsilon=5.0))
     plan = make_plan(cfg)
     z = lambda r: r.noise_std / r.sensitivity              # noqa: E731
     assert z(plan.mean_sum) == pytest.approx(MEAN_NOISE_RATIO * z(plan.counts), rel=1e-9)
@@ -353,7 +364,8 @@ def test_without_factors_the_planned_sweeps_are_charged_and_nothing_is_trained(s
         return real(run, t)
 
     monkeypatch.setattr(loop, "iterate", spy)
-    cfg = TrainConfig(task="rating", split="random", epsilon=1.0, noise_seed=0)
+    cfg = TrainConfig(task="rating", data=dict(split="random"),
+                      privacy=dict(epsilon=1.0, noise_seed=0))
     m = dpmt.fit(split.train, cfg, test=split.test, execution=QUIET)
     assert "factors = off" in m.auto_settings
     assert not np.any(m.item_embeddings) and not calls
@@ -374,8 +386,9 @@ def test_refitted_item_step_labels_stay_inside_the_clip(split, factors_on):
     from dpmt.train.loop import iterate
     from dpmt.train.training_run import setup
 
-    cfg = TrainConfig(task="rating", split="random", epsilon=5.0, noise_seed=0, dim=2,
-                      label_clip=0.5)
+    cfg = TrainConfig(task="rating", dim=2,
+                      label_clip=0.5, data=dict(split="random"),
+                      privacy=dict(epsilon=5.0, noise_seed=0))
     run = setup(split.train, cfg, execution=QUIET)
     assert run.factors and run.base_labels is not None
     seen = []
@@ -399,7 +412,7 @@ def test_nonprivate_biased_als_beats_the_bias_model_on_planted_factors(split):
     bias model the global mean."""
     from dpmt.train.evaluate import mean_rating_metrics
 
-    cfg = TrainConfig(task="rating", split="random", private=False, dim=4)
+    cfg = TrainConfig(task="rating", dim=4, data=dict(split="random"), privacy=NonPrivate())
     als = dpmt.fit(split.train, cfg, test=split.test, execution=QUIET)
     bias = dpmt.fit(split.train, cfg.replace(iterations=0), test=split.test, execution=QUIET)
     gm = mean_rating_metrics(float(np.mean(split.train.value)), split.train, split.test,

@@ -65,8 +65,8 @@ def toy():
 
 def test_a_registered_solver_trains_through_fit_with_its_own_releases(toy):
     r = dpmt.data.make_synthetic(n_users=300, n_items=60, n_interactions=6000, seed=1)
-    cfg = TrainConfig(dataset="synthetic", solver="b-only", weights="uniform", budget=10.0,
-                      dim=4, iterations=2, epsilon=3.0, noise_seed=0)
+    cfg = TrainConfig(solver="b-only", weights="uniform", budget=10.0, dim=4, iterations=2,
+                      data=dict(dataset="synthetic"), privacy=dict(epsilon=3.0, noise_seed=0))
     model = dpmt.fit(r, cfg, execution=QUIET)
     names = [x.name for x in model.ledger.releases]
     assert names == ["item_counts", "iter0/gramian", "iter0/b", "iter1/gramian", "iter1/b"]
@@ -146,8 +146,9 @@ def test_a_registered_weighting_trains_and_its_budget_is_enforced():
     WEIGHTINGS.register(FirstK())
     try:
         r = dpmt.data.make_synthetic(n_users=200, n_items=40, n_interactions=3000, seed=2)
-        cfg = TrainConfig(dataset="synthetic", solver="ssp", weights="first-k", budget=5.0,
-                          dim=3, iterations=1, epsilon=2.0, popularity_prior=0.0)
+        cfg = TrainConfig(solver="ssp", weights="first-k", budget=5.0,
+                          dim=3, iterations=1, popularity_prior=0.0, data=dict(dataset="synthetic"),
+                          privacy=dict(epsilon=2.0))
         model = dpmt.fit(r, cfg, execution=QUIET)
         assert [x.name for x in model.ledger.releases] == ["iter0/gramian", "iter0/ssp_A",
                                                            "iter0/ssp_b"]    # no counts

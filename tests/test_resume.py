@@ -77,8 +77,8 @@ def test_resume_with_the_cg_user_step_is_bit_identical(tmp_path):
 
     quiet = ExecutionConfig(progress=False)
     r = make_synthetic(n_users=300, n_items=100, n_interactions=6000, seed=3)
-    cfg = TrainConfig(dim=4, iterations=4, budget=10.0, epsilon=3.0, noise_seed=0,
-                      user_solve="cg", cg_steps=2)
+    cfg = TrainConfig(dim=4, iterations=4, budget=10.0, user_solve="cg", cg_steps=2,
+                      privacy=dict(epsilon=3.0, noise_seed=0))
     ref = dpmt.fit(r, cfg, execution=quiet, run_dir=tmp_path / "ref")
 
     class Crash(Exception):

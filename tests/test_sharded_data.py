@@ -18,7 +18,7 @@ import threading
 import numpy as np
 import pytest
 
-from dpmt.config import ExecutionConfig, TrainConfig
+from dpmt.config import ExecutionConfig, TrainConfig, route
 from dpmt.data import make_synthetic, per_user_split
 from dpmt.data.ratings import Ratings
 from dpmt.data.shards import (read_manifest, read_user_shard, shards_of_process, user_shards,
@@ -155,8 +155,9 @@ def test_two_and_three_processes_make_the_one_process_model(ratings, monkeypatch
     """The same releases (ledger), V to float32 round-off and the same Recall@20 for 1, 2
     and 3 processes holding disjoint users, with user caps and sampled weights active (so a
     cap or a sample drawn by position, not by id, would fail it)."""
-    cfg = TrainConfig(dataset="synthetic", solver=solver, weights=weights, dim=8,
-                      iterations=2, epsilon=2.0, noise_seed=0, count_cap=8, budget=8)
+    cfg = TrainConfig(solver=solver, weights=weights, dim=8,
+                      iterations=2, count_cap=8, budget=8, data=dict(dataset="synthetic"),
+                      privacy=dict(epsilon=2.0, noise_seed=0))
     ex = ExecutionConfig(progress=False, sharded_data=True)
     assert ratings.user_counts().max() > 8          # the cap and the sample both bite
     results = {}
@@ -188,11 +189,11 @@ def test_two_and_three_processes_make_the_one_process_model(ratings, monkeypatch
 def test_the_noise_is_added_once_to_the_sum_not_per_process(ratings, monkeypatch):
     """If each process noised its own part (or the noise were drawn before the sum), the
     two-process V would differ from the one-process V by far more than round-off."""
-    cfg = TrainConfig(dataset="synthetic", solver="ssp", dim=8, iterations=1, epsilon=2.0,
-                      noise_seed=0)
+    cfg = TrainConfig(solver="ssp", dim=8, iterations=1, data=dict(dataset="synthetic"),
+                      privacy=dict(epsilon=2.0, noise_seed=0))
     ex = ExecutionConfig(progress=False, sharded_data=True)
     one = fit(ratings, cfg, execution=ex).item_embeddings
-    other = fit(ratings, cfg.replace(noise_seed=1), execution=ex).item_embeddings
+    other = fit(ratings, cfg.replace(privacy=dict(noise_seed=1)), execution=ex).item_embeddings
     procs = ThreadProcesses(2)
     monkeypatch.setattr(collectives, "process_sum", procs.sum)
     two = procs.run(lambda s: fit(s, cfg, execution=ex).item_embeddings,
@@ -208,8 +209,8 @@ def test_the_noise_is_added_once_to_the_sum_not_per_process(ratings, monkeypatch
 ])
 def test_sharded_data_refuses_what_it_does_not_sum_before_any_release(ratings, change,
                                                                       message):
-    cfg = TrainConfig(**{**dict(dataset="synthetic", dim=4, iterations=1, epsilon=2.0,
-                                noise_seed=0), **change})
+    cfg = TrainConfig(**route({**dict(dataset="synthetic", dim=4, iterations=1, epsilon=2.0,
+                                      noise_seed=0), **change}))
     data = ratings
     if cfg.task == "rating":      # explicit ratings in 1..5
         data = Ratings(user=ratings.user, item=ratings.item,
@@ -222,7 +223,8 @@ def test_sharded_data_refuses_what_it_does_not_sum_before_any_release(ratings, c
 
 def test_sharded_data_refuses_a_private_item_selection_and_checkpoints(ratings, tmp_path):
     ex = ExecutionConfig(progress=False, sharded_data=True)
-    cfg = TrainConfig(dataset="synthetic", dim=4, iterations=1, epsilon=2.0, noise_seed=0)
+    cfg = TrainConfig(dim=4, iterations=1, data=dict(dataset="synthetic"),
+                      privacy=dict(epsilon=2.0, noise_seed=0))
     no_catalogue = Ratings(user=ratings.user, item=ratings.item, value=ratings.value,
                            user_ids=ratings.user_ids, item_ids=ratings.item_ids,
                            name="x", items_public=False)

@@ -16,6 +16,7 @@ from dpmt.errors import ConfigError
 from dpmt.solvers import layout as L
 from dpmt.solvers import sharding
 from _devices import run_on_devices
+from dpmt.config import NonPrivate
 
 
 def test_pad_layout_keeps_every_entry_and_row():
@@ -139,7 +140,7 @@ def test_two_processes_share_process_zeros_secret(tmp_path):
 FIT_SCRIPT = textwrap.dedent("""
     import json
     import jax, numpy as np
-    from dpmt.config import ExecutionConfig, GDConfig, TrainConfig
+    from dpmt.config import ExecutionConfig, GDConfig, TrainConfig, route
     from dpmt.data import make_synthetic, per_user_split
     from dpmt.train.loop import fit
 
@@ -162,8 +163,8 @@ FIT_SCRIPT = textwrap.dedent("""
         if solver not in WANTED:
             continue
         # one noise seed: the same draws on every device count
-        base = TrainConfig(dataset="synthetic", dim=6, iterations=2, epsilon=3.0, seed=11,
-                           noise_seed=11, **kw)
+        base = TrainConfig(**route(dict(dataset="synthetic", dim=6, iterations=2, epsilon=3.0,
+                                        seed=11, noise_seed=11, **kw)))
         runs = {D: fit(split.train, base, test=split.test, item_features=feats,
                        execution=ExecutionConfig(devices=D, progress=False)) for D in DEVICES}
         V1 = runs[1].item_embeddings
@@ -219,7 +220,7 @@ def test_devices_beyond_what_jax_sees_is_a_clear_error():
     jax.devices()   # the backend has started: no more CPU devices can be created for fit
     r = make_synthetic(n_users=50, n_items=20, n_interactions=300, seed=0)
     with pytest.raises(ConfigError, match="devices"):
-        fit(r, TrainConfig(dataset="synthetic", dim=2, private=False),
+        fit(r, TrainConfig(dim=2, data=dict(dataset="synthetic"), privacy=NonPrivate()),
             execution=ExecutionConfig(devices=64, progress=False))
     with pytest.raises(ConfigError, match="devices"):
         ExecutionConfig(devices=0)

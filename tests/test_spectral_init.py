@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dpmt
-from dpmt.config import TrainConfig
+from dpmt.config import NonPrivate, TrainConfig, route
 from dpmt.errors import ConfigError
 from dpmt.solvers import spectral_init as si
 from dpmt.train.plan import make_plan, releases_counts, sampler_draws
@@ -74,7 +74,7 @@ def test_statistic_matches_its_formula():
 
 # -- (2) noise ------------------------------------------------------------------------------
 def test_noise_std_is_the_plans_sigma():
-    cfg = TrainConfig(init="spectral", epsilon=2.0, dim=4, iterations=2)
+    cfg = TrainConfig(init="spectral", dim=4, iterations=2, privacy=dict(epsilon=2.0))
     sigma = make_plan(cfg).spectral.noise_std
     K = 300                                                # 45,150 upper-triangle entries
     E = np.asarray(si.release(np.zeros((K, K)), jax.random.PRNGKey(3), sigma), np.float64)
@@ -93,7 +93,8 @@ def test_noise_std_is_the_plans_sigma():
 
 
 def test_fit_releases_with_the_plans_sigma_and_charges_it():
-    cfg = TrainConfig(init="spectral", epsilon=3.0, dim=4, iterations=2, spectral_items=50)
+    cfg = TrainConfig(init="spectral", dim=4, iterations=2, spectral_items=50,
+                      privacy=dict(epsilon=3.0))
     calls = []
     real = si.release
 
@@ -112,7 +113,7 @@ def test_fit_releases_with_the_plans_sigma_and_charges_it():
 
 # -- (3) the plan and the ledger ----------------------------------------------------------
 def test_plan_has_the_release_after_the_counts_and_the_ledger_total_is_calibrated():
-    cfg = TrainConfig(init="spectral", epsilon=2.0, dim=4, iterations=2)
+    cfg = TrainConfig(init="spectral", dim=4, iterations=2, privacy=dict(epsilon=2.0))
     plan = make_plan(cfg)
     names = [r.name for r in plan.releases()]
     assert names == ["item_counts", "spectral_init", "iter0/gramian", "iter0/gd",
@@ -126,20 +127,20 @@ def test_plan_has_the_release_after_the_counts_and_the_ledger_total_is_calibrate
     assert model.ledger.epsilon() == pytest.approx(plan.epsilon, rel=1e-5)
     fitted = make_plan(cfg, draws=sampler_draws(cfg, _data().n_items))
     assert model.ledger.epsilon() == pytest.approx(fitted.epsilon, rel=1e-9)
-    assert model.ledger.epsilon() <= cfg.epsilon * (1 + 1e-6)
+    assert model.ledger.epsilon() <= cfg.privacy.epsilon * (1 + 1e-6)
     assert "spectral_init" in model.ledger.summary()
 
 
 def test_its_own_noise_ratio_scales_its_noise_and_the_plan_stays_within_the_target():
-    base = make_plan(TrainConfig(init="spectral", epsilon=2.0, dim=4, iterations=2))
-    cfg = TrainConfig(init="spectral", epsilon=2.0, dim=4, iterations=2,
-                      spectral_noise_ratio=0.25)
+    base = make_plan(TrainConfig(init="spectral", dim=4, iterations=2, privacy=dict(epsilon=2.0)))
+    cfg = TrainConfig(init="spectral", dim=4, iterations=2,
+                      privacy=dict(epsilon=2.0, spectral_noise_ratio=0.25))
     plan = make_plan(cfg)
     z_spec, z_gd = plan.spectral.noise_multiplier, plan.iterations[0].item[0].noise_multiplier
     assert z_spec == pytest.approx(0.25 * z_gd, rel=1e-6)
     # less noise on this release leaves more on the others, at the same total ε
     assert z_gd > base.iterations[0].item[0].noise_multiplier
-    assert plan.epsilon <= cfg.epsilon * (1 + 1e-6)
+    assert plan.epsilon <= cfg.privacy.epsilon * (1 + 1e-6)
     assert plan.epsilon == pytest.approx(base.epsilon, rel=1e-2)
 
 
@@ -147,8 +148,8 @@ def test_random_init_plan_is_unchanged():
     for kw in (dict(), dict(solver="ssp", weights="adaptive"),
                dict(task="rating", split="random")):
         kw = dict(dim=4, iterations=2, accountant="rdp", **kw)     # rdp: a fast calibration
-        rand = make_plan(TrainConfig(**kw))
-        spec = make_plan(TrainConfig(init="spectral", **kw))
+        rand = make_plan(TrainConfig(**route(kw)))
+        spec = make_plan(TrainConfig(**route(dict(init="spectral", **kw))))
         assert rand.spectral is None
         assert [r.name for r in spec.releases() if r.name != "spectral_init"] == \
             [r.name for r in rand.releases()]
@@ -159,18 +160,19 @@ def test_random_init_plan_is_unchanged():
 def test_spectral_start_needs_the_counts_so_it_releases_them():
     # SSP with uniform weights and no prior releases no counts with the random start …
     kw = dict(solver="ssp", weights="uniform", popularity_prior=0.0, dim=4, iterations=2)
-    assert not releases_counts(TrainConfig(**kw))
-    assert make_plan(TrainConfig(**kw)).counts is None
+    assert not releases_counts(TrainConfig(**route(kw)))
+    assert make_plan(TrainConfig(**route(kw))).counts is None
     # … the spectral start ranks items by them: they are released (and charged) first
-    cfg = TrainConfig(init="spectral", **kw)
+    cfg = TrainConfig(**route(dict(init="spectral", **kw)))
     assert releases_counts(cfg) and make_plan(cfg).counts is not None
     assert [r.name for r in make_plan(cfg).releases()][:2] == ["item_counts", "spectral_init"]
-    assert not releases_counts(TrainConfig(init="spectral", private=False))
+    assert not releases_counts(TrainConfig(init="spectral", privacy=NonPrivate()))
 
 
 def test_resume_does_not_release_it_again(tmp_path):
-    cfg = TrainConfig(init="spectral", epsilon=3.0, dim=4, iterations=3, spectral_items=40,
-                      noise_seed=5)     # the reference run and the resumed one share noise
+    cfg = TrainConfig(init="spectral", dim=4, iterations=3, spectral_items=40,
+                      # the reference run and the resumed one share noise
+                      privacy=dict(epsilon=3.0, noise_seed=5))
     ref = dpmt.fit(_data(), cfg, execution=EX)
     calls = {"n": 0}
     real_update = dpmt.train.loop.Progress.update
@@ -208,7 +210,7 @@ def test_non_private_spectral_start_finds_the_planted_item_space():
     rank = 4
     r, truth = dpmt.data.make_synthetic(3000, 120, 60_000, alpha=0.0, rank=rank, noise=0.05,
                                         seed=2, return_truth=True)
-    cfg = TrainConfig(init="spectral", private=False, dim=rank)
+    cfg = TrainConfig(init="spectral", dim=rank, privacy=NonPrivate())
     V_rand = dpmt.train.training_run.initial_items(jax.random.PRNGKey(0), r.n_items, rank,
                                            cfg.init_scale)
     top = si.top_items(r.item_counts(), cfg.spectral_items)
@@ -266,7 +268,7 @@ def test_items_outside_the_top_k_keep_the_random_start():
 ])
 def test_config_errors(kw, match):
     with pytest.raises(ConfigError, match=match):
-        TrainConfig(**kw)
+        TrainConfig(**route(kw))
 
 
 def test_cli_flags_build_the_config():

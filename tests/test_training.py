@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dpmt
-from dpmt.config import ExecutionConfig, GDConfig, TrainConfig
+from dpmt.config import ExecutionConfig, GDConfig, NonPrivate, TrainConfig, route
 from dpmt.data import make_synthetic, per_user_split
 from dpmt.errors import ConfigError, DpmtError, PrivacyBudgetError
 from dpmt.train import compute_weights, fit, planned_releases, run
@@ -32,7 +32,7 @@ def split():
 
 
 def test_private_fit_spends_at_most_target_and_ledger_is_complete(split):
-    cfg = TrainConfig(weights="adaptive", epsilon=2.0, **SMALL)
+    cfg = TrainConfig(weights="adaptive", **SMALL, privacy=dict(epsilon=2.0))
     res = fit(split.train, cfg, test=split.test)
     names = [r.name for r in res.ledger.releases]
     assert names == ["item_counts", "iter0/gramian", "iter0/ssp_A", "iter0/ssp_b",
@@ -47,12 +47,13 @@ def test_private_fit_spends_at_most_target_and_ledger_is_complete(split):
 
 
 def test_same_noise_seed_same_model_and_no_seed_fresh_noise(split):
-    cfg = TrainConfig(weights="adaptive", epsilon=5.0, noise_seed=3, **SMALL)
+    cfg = TrainConfig(weights="adaptive", **SMALL, privacy=dict(epsilon=5.0, noise_seed=3))
     a = fit(split.train, cfg)
     b = fit(split.train, cfg)
-    c = fit(split.train, cfg.replace(noise_seed=4))
-    d = fit(split.train, cfg.replace(noise_seed=None))     # secret key from OS entropy
-    e = fit(split.train, cfg.replace(noise_seed=None))
+    c = fit(split.train, cfg.replace(privacy=dict(noise_seed=4)))
+    d = fit(split.train,
+            cfg.replace(privacy=dict(noise_seed=None)))     # secret key from OS entropy
+    e = fit(split.train, cfg.replace(privacy=dict(noise_seed=None)))
     np.testing.assert_array_equal(a.item_embeddings, b.item_embeddings)
     assert not np.allclose(a.item_embeddings, c.item_embeddings)
     assert not np.allclose(d.item_embeddings, e.item_embeddings)
@@ -61,8 +62,8 @@ def test_same_noise_seed_same_model_and_no_seed_fresh_noise(split):
 def test_nonprivate_als_beats_popularity_on_planted_data(split):
     from dpmt.train import popularity_metrics
 
-    res = fit(split.train, TrainConfig(private=False, dim=8, iterations=6, reg=1.0,
-                                       gravity=0.5), test=split.test)
+    res = fit(split.train, TrainConfig(dim=8, iterations=6, reg=1.0,
+                                       gravity=0.5, privacy=NonPrivate()), test=split.test)
     pop = popularity_metrics(split.train, split.test)
     assert res.ledger is None and math.isinf(res.metrics["privacy"]["epsilon"])
     # measured 0.78 vs 0.46: a clear margin, not a coin flip
@@ -74,7 +75,8 @@ def test_unmeetable_budget_refused_before_touching_data(split, monkeypatch):
 
     touched = []
     monkeypatch.setattr(tr, "private_counts", lambda *a, **k: touched.append(1))
-    cfg = TrainConfig(weights="adaptive", epsilon=0.5, count_noise_multiplier=0.5, **SMALL)
+    cfg = TrainConfig(weights="adaptive", **SMALL,
+                      privacy=dict(epsilon=0.5, count_noise_multiplier=0.5))
     with pytest.raises(PrivacyBudgetError, match="alone spend"):
         fit(split.train, cfg)
     assert touched == []
@@ -91,7 +93,7 @@ def test_weights_respect_budget_for_every_scheme(split):
 
 
 def test_recommend_folds_in_a_new_user(split):
-    res = fit(split.train, TrainConfig(private=False, dim=8, iterations=4))
+    res = fit(split.train, TrainConfig(dim=8, iterations=4, privacy=NonPrivate()))
     hist_rows = split.train.by_user.row(0)[0]
     hist = split.train.item_ids[hist_rows]                 # raw ids in, raw ids out
     top, top_scores = res.recommend(hist, k=10)
@@ -111,8 +113,8 @@ def test_recommend_folds_in_a_new_user(split):
 
 
 def test_gd_solver_runs_private_and_accounts_each_step(split):
-    cfg = TrainConfig(weights="adaptive", epsilon=3.0,
-                      gd=GDConfig(steps=3, sampling_rate=0.5), **{**SMALL, "solver": "gd"})
+    cfg = TrainConfig(weights="adaptive", gd=GDConfig(steps=3, sampling_rate=0.5),
+                      **{**SMALL, "solver": "gd"}, privacy=dict(epsilon=3.0))
     res = fit(split.train, cfg, test=split.test)
     gd = [r for r in res.ledger.releases if r.name.endswith("/gd")]
     assert len(gd) == 2 and all(r.count == 3 and r.sampling_rate == 0.5 for r in gd)
@@ -156,7 +158,7 @@ def test_counts_are_released_and_charged_once_for_every_weight_scheme(split, mon
     calls = []
     real = tr.private_counts
     monkeypatch.setattr(tr, "private_counts", lambda *a, **k: calls.append(1) or real(*a, **k))
-    res = fit(split.train, TrainConfig(weights="tail", epsilon=4.0, **SMALL))
+    res = fit(split.train, TrainConfig(weights="tail", **SMALL, privacy=dict(epsilon=4.0)))
     assert calls == [1]
     assert [r.name for r in res.ledger.releases].count("item_counts") == 1
 
@@ -170,7 +172,8 @@ def test_training_never_reads_exact_counts(split, monkeypatch):
 
     monkeypatch.setattr(Ratings, "item_counts", forbidden)
     for w in ["tail", "adaptive", "adaptive-normalized", "uniform"]:
-        fit(split.train, TrainConfig(weights=w, epsilon=4.0, **SMALL))  # no evaluation
+        fit(split.train, TrainConfig(weights=w, **SMALL,
+                                     privacy=dict(epsilon=4.0)))  # no evaluation
 
 
 def test_sampled_gd_draws_poisson_batches_and_is_accounted_as_poisson():
@@ -189,8 +192,9 @@ def test_sampled_gd_draws_poisson_batches_and_is_accounted_as_poisson():
 
 # -- run directory and config --------------------------------------------------------------
 def test_run_writes_complete_run_directory(tmp_path):
-    cfg = TrainConfig(dataset="synthetic:users=200,items=80,interactions=3000,seed=2",
-                      weights="adaptive", epsilon=3.0, **SMALL)
+    cfg = TrainConfig(weights="adaptive", **SMALL,
+                      data=dict(dataset="synthetic:users=200,items=80,interactions=3000,seed=2"),
+                      privacy=dict(epsilon=3.0))
     res = run(cfg, out_dir=tmp_path / "r", execution=QUIET)
     out = tmp_path / "r"
     for f in ["trainer/config.json", "model/ledger.json", "trainer/metrics.json",
@@ -220,13 +224,13 @@ def test_run_writes_complete_run_directory(tmp_path):
     (dict(mu=-1.0), r"mu must be in \[0, 1000000\]"),
     (dict(weights="nope"), "weights must be one of"),
     (dict(solver="ssp", gd=GDConfig(encoder="mlp")), "needs solver='gd'"),
-    (dict(gd=dict(steps=3)), "gd must be a GDConfig"),
+    (dict(gd="steps=3"), "gd must be a GDConfig"),
     (dict(seed=2**64), r"seed must be in \[0, 2147483647\]"),
     (dict(weights="uniform", budget=2.5), "must be an integer"),
 ])
 def test_config_validation(bad, msg):
     with pytest.raises(ConfigError, match=msg):
-        TrainConfig(**bad)
+        TrainConfig(**route(bad))
 
 
 def test_public_entry_point():

@@ -18,7 +18,7 @@ import pytest
 import dpmt
 from dpmt.apps import tune as tune_app
 from _cli import cli
-from dpmt.config import ExecutionConfig, TrainConfig
+from dpmt.config import ExecutionConfig, TrainConfig, route
 from dpmt.errors import ConfigError, PrivacyBudgetError
 from dpmt.privacy import PrivacyLedger, Release
 from dpmt.privacy.ledger import RDP_ORDERS, Selection, epsilon_of
@@ -27,8 +27,8 @@ from dpmt.privacy.selection import (draw_repetitions, noisy_score, same_event, t
                                     tnb_mean)
 
 DATASET = "synthetic:users=300,items=60,interactions=6000"
-BASE = TrainConfig(dataset=DATASET, dim=4, iterations=1, split="heldout-users",
-                   heldout_users=30, epsilon=5.0)
+BASE = TrainConfig(dim=4, iterations=1, data=dict(dataset=DATASET, split="heldout-users",
+                                                  heldout_users=30), privacy=dict(epsilon=5.0))
 ARGS = ["--dataset", DATASET, "--dim", "4", "--iterations", "1", "--split", "heldout-users",
         "--heldout-users", "30", "--quiet"]
 GRID = [("reg", [1.0, 10.0]), ("user_clip", [0.05, 0.1])]
@@ -43,7 +43,7 @@ def _private(noise_seed=None, **kw):
     """The private tune of the fixture (split seed 1, mean 6 repetitions): draws from OS
     entropy, or from ``noise_seed``."""
     kw.setdefault("mean_runs", 6.0)
-    return _spec(base=BASE.replace(seed=1, noise_seed=noise_seed), **kw)
+    return _spec(base=BASE.replace(data=dict(seed=1), privacy=dict(noise_seed=noise_seed)), **kw)
 
 
 def _k_of(noise_seed, mean=6.0, shape=1.0):
@@ -96,9 +96,9 @@ def test_private_ledger_is_within_the_target_and_charges_the_selection(private_r
     assert led.selection.charged and led.accountant == "rdp"
     eps = led.epsilon()
     one_repetition = epsilon_of(led.releases, led.delta, "rdp")   # training + score, once
-    assert eps <= BASE.epsilon * (1 + 1e-6)
-    assert eps > one_repetition > res.model.config.epsilon * 0.999
-    assert eps > 0.95 * BASE.epsilon                 # the calibration uses the budget
+    assert eps <= BASE.privacy.epsilon * (1 + 1e-6)
+    assert eps > one_repetition > res.model.config.privacy.epsilon * 0.999
+    assert eps > 0.95 * BASE.privacy.epsilon                 # the calibration uses the budget
     assert "validation_score" in led
     saved = dpmt.Model.load(out)
     assert saved.ledger.selection == led.selection
@@ -125,9 +125,9 @@ def test_repeat_and_select_epsilon_matches_dp_accounting_directly(private_run):
     extra = sum(r.delta for r in led.releases)
     assert 0 < extra < 1e-12
     eps = led.epsilon()
-    assert acc.get_delta(eps) + (1 + math.exp(eps)) * 6.0 * extra <= BASE.delta * (1 + 1e-9)
-    assert acc.get_epsilon(BASE.delta) <= eps == pytest.approx(acc.get_epsilon(BASE.delta),
-                                                                 rel=1e-6)
+    delta = BASE.privacy.delta
+    assert acc.get_delta(eps) + (1 + math.exp(eps)) * 6.0 * extra <= delta * (1 + 1e-9)
+    assert acc.get_epsilon(delta) <= eps == pytest.approx(acc.get_epsilon(delta), rel=1e-6)
     assert doc["calibration"]["selection"]["mean"] == 6.0
     # the PLD accountant does not support the event: the ledger refuses it with a message
     with pytest.raises(ConfigError, match="RDP accountant only"):
@@ -234,7 +234,7 @@ def test_the_selected_model_is_the_best_noisy_score_and_loads_and_recommends(pri
     out, res = private_run
     best = max(res.repetitions, key=lambda r: r["score"])
     assert res.doc["selected"]["index"] == best["candidate"]
-    assert res.model.config.seed == 1                 # the public split seed, not a draw
+    assert res.model.config.data.seed == 1                 # the public split seed, not a draw
     model = dpmt.Model.load(out)
     np.testing.assert_array_equal(model.item_embeddings, res.model.item_embeddings)
     ids, scores = model.recommend(list(model.item_ids[:3]), k=5)
@@ -276,7 +276,7 @@ def test_literature_outputs_say_the_selection_was_not_charged(literature_run, tm
     # ε is one run's, at the target
     led = res.model.ledger
     assert led.epsilon() == pytest.approx(epsilon_of(led.releases, led.delta, led.accountant))
-    assert led.epsilon() <= BASE.epsilon * (1 + 1e-6)
+    assert led.epsilon() <= BASE.privacy.epsilon * (1 + 1e-6)
     best = max(priv["candidates"], key=lambda c: c["validation_recall@20"])
     assert doc["selected"]["index"] == best["index"]
     # the CLI says so on stdout
@@ -314,14 +314,14 @@ def test_invalid_grid_values_are_refused_naming_the_field(spec, field, no_data, 
     (dict(epsilon=1.0, count_noise_multiplier=0.3), "fixed-noise releases")])
 def test_an_unreachable_target_is_refused_before_training(change, match, no_data, tmp_path):
     with pytest.raises(PrivacyBudgetError, match=match):
-        tune_app.tune(_spec(base=BASE.replace(**change), mean_runs=1000.0), tmp_path / "x",
+        tune_app.tune(_spec(base=BASE.replace(**route(change)), mean_runs=1000.0), tmp_path / "x",
                       execution=QUIET)
     assert not (tmp_path / "x").exists()
 
 
 def test_k_zero_outputs_nothing(no_data, tmp_path):
     seed = next(s for s in range(100) if _k_of(s, 1.0, None) == 0)
-    spec = _spec(base=BASE.replace(noise_seed=seed), mean_runs=1.0, shape=None)
+    spec = _spec(base=BASE.replace(privacy=dict(noise_seed=seed)), mean_runs=1.0, shape=None)
     with pytest.raises(PrivacyBudgetError, match="K = 0"):
         tune_app.tune(spec, tmp_path / "x", execution=QUIET)
     assert not (tmp_path / "x").exists()

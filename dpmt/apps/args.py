@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from dpmt.config import (DataConfig, ExecutionConfig, GDConfig, PrivacyConfig, SSPConfig,
+                         TrainConfig, route)
 from dpmt.errors import ConfigError
 
 PRIVACY_UNIT_HELP = ("Privacy unit: one user (add/remove-one) — everything a user rated is "
@@ -48,13 +50,19 @@ def _flag(f: dataclasses.Field, prefix: str) -> str:
 
 
 def config_fields(cls, prefix: str = ""):
-    """(field, flag, dest) of every CLI field of ``cls`` (``gd`` expands to ``--gd-*``)."""
-    from dpmt.config import GDConfig, TrainConfig
+    """(field, flag, dest) of every CLI field of ``cls``: TrainConfig's own fields and those of
+    its sub-configs (``data``, ``ssp``, ``privacy`` under their own names, ``gd`` as
+    ``--gd-*``; :data:`dpmt.config.FIELD_GROUPS` says which holds which)."""
 
+    subs = {"gd": (GDConfig, "gd_"), "data": (DataConfig, ""), "ssp": (SSPConfig, ""),
+            "privacy": (PrivacyConfig, "")}
     out = []
     for f in dataclasses.fields(cls):
-        if cls is TrainConfig and f.name == "gd":
-            out += config_fields(GDConfig, "gd_")
+        if cls is TrainConfig and f.name in subs:
+            sub, sub_prefix = subs[f.name]
+            out += config_fields(sub, sub_prefix)
+            if f.name == "privacy":     # --no-privacy: NonPrivate() in place of PrivacyConfig
+                out.append((NO_PRIVACY, "--no-privacy", "private"))
             continue
         if not f.metadata.get("cli", True):
             continue
@@ -62,15 +70,36 @@ def config_fields(cls, prefix: str = ""):
     return out
 
 
+def _no_privacy_field() -> dataclasses.Field:
+    @dataclasses.dataclass
+    class _Flag:
+        private: bool = dataclasses.field(default=True, metadata={
+            "help": "train without noise (the non-private baseline: privacy=NonPrivate())",
+            "group": "privacy", "flag": "--no-privacy"})
+    return dataclasses.fields(_Flag)[0]
+
+
+#: the ``--no-privacy`` flag: ``private`` False makes the config's privacy NonPrivate()
+NO_PRIVACY = _no_privacy_field()
+
+
+def _defaults() -> dict:
+    """Every CLI dest's default (TrainConfig's, its sub-configs', ExecutionConfig's)."""
+
+    def fields(cls, prefix=""):      # the fields' own defaults: None where a rule decides
+        return {prefix + f.name: f.default for f in dataclasses.fields(cls)
+                if f.default is not dataclasses.MISSING}
+
+    return {**fields(TrainConfig), **fields(DataConfig), **fields(SSPConfig),
+            **fields(PrivacyConfig), **fields(GDConfig, "gd_"), "private": True,
+            **fields(ExecutionConfig)}
+
+
 def add_config_arguments(p: argparse.ArgumentParser, *, skip=(), execution: bool = True
                          ) -> None:
     """One option per config field, in argument groups, help and default from the field."""
-    from dpmt.config import ExecutionConfig, GDConfig, TrainConfig
 
-    defaults = {**{f.name: f.default for f in dataclasses.fields(TrainConfig)
-                   if f.name != "gd"},
-                **{"gd_" + f.name: f.default for f in dataclasses.fields(GDConfig)},
-                **{f.name: f.default for f in dataclasses.fields(ExecutionConfig)}}
+    defaults = _defaults()
     groups: dict[str, argparse._ArgumentGroup] = {}
     specs = config_fields(TrainConfig) + (config_fields(ExecutionConfig) if execution else [])
     for f, flag, dest in specs:
@@ -105,7 +134,6 @@ def add_config_arguments(p: argparse.ArgumentParser, *, skip=(), execution: bool
 
 def _config_error(e: ConfigError) -> ConfigError:
     """Name the CLI flag in a config error (``gd.steps must …`` → ``--gd-steps must …``)."""
-    from dpmt.config import ExecutionConfig, TrainConfig
 
     msg = str(e)
     for f, flag, dest in config_fields(TrainConfig) + config_fields(ExecutionConfig):
@@ -117,33 +145,29 @@ def _config_error(e: ConfigError) -> ConfigError:
 
 def config_from_args(args, **overrides):
     """(TrainConfig, ExecutionConfig) from parsed arguments (fields absent from ``args`` keep
-    their defaults); ``overrides`` replace TrainConfig fields."""
-    from dpmt.config import ExecutionConfig, GDConfig, TrainConfig
+    their defaults); ``overrides`` replace settings by their flat names (``epsilon=``,
+    ``solver=``, ``private=False``: :func:`dpmt.config.route`)."""
 
-    top, gd, ex = {}, {}, {}
+    flat, ex = {}, {}
     for f, flag, dest in config_fields(TrainConfig):
         if hasattr(args, dest):
-            (gd if dest.startswith("gd_") else top)[dest[3:] if dest.startswith("gd_")
-                                                    else dest] = getattr(args, dest)
+            flat[dest] = getattr(args, dest)
     for f, flag, dest in config_fields(ExecutionConfig):
         if hasattr(args, dest):
             ex[dest] = getattr(args, dest)
-    top.update(overrides)
+    flat.update(overrides)
     try:
-        return TrainConfig(gd=GDConfig(**gd), **top), ExecutionConfig(**ex)
+        return TrainConfig(**route(flat)), ExecutionConfig(**ex)
     except ConfigError as e:
         raise _config_error(e) from None
 
 
 def changed_flags(args) -> list[str]:
     """The model/privacy flags whose value differs from the default."""
-    from dpmt.config import TrainConfig
 
-    d = TrainConfig()
-    base = {**{k: v for k, v in d.to_dict().items() if k != "gd"},
-            **{"gd_" + k: v for k, v in d.to_dict()["gd"].items()}}
+    base = _defaults()
     return [flag for f, flag, dest in config_fields(TrainConfig)
             if hasattr(args, dest) and getattr(args, dest) != base.get(dest)
-            and not (isinstance(base.get(dest), tuple))
+            and not (isinstance(base.get(dest), (tuple, list)))
             # None where the default is None: left to its rule (e.g. the task's settings)
             and not (getattr(args, dest) is None and f.default is None)]

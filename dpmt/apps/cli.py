@@ -11,36 +11,39 @@ one clear message and exits with status 2; no traceback from inside numpy or JAX
 from __future__ import annotations
 
 import argparse
+import errno
+import importlib.metadata
 import os
 import sys
+import time
+from pathlib import Path
 
+from dpmt._io import atomic_write_json, check_output_path, jsonable
+from dpmt.apps import model_tools as mt
+from dpmt.apps import stream
+from dpmt.apps.args import (COMPARE_SWEPT, PRIVACY_UNIT_HELP, add_config_arguments, changed_flags,
+                            config_from_args, parse_number)
 from dpmt.config import TrainConfig
+from dpmt.data import fetch, format_summary, load, summary
+from dpmt.data.titles import item_titles_for
 from dpmt.errors import ConfigError, DpmtError
 from dpmt.registry import SOLVERS, WEIGHTINGS
 
-from dpmt.apps.args import (COMPARE_SWEPT, PRIVACY_UNIT_HELP, add_config_arguments,
-                            changed_flags, config_from_args, parse_number)
 
 # -- subcommands ------------------------------------------------------------------------------
 def cmd_fetch(args) -> int:
-    from dpmt.data import fetch
-
     path = fetch(args.name, data_dir=args.data_dir, progress=not args.quiet)
     print(f"{args.name}: {path}")
     return 0
 
 
 def cmd_info(args) -> int:
-    from dpmt.data import format_summary, load, summary
-
     r = load(args.dataset, data_dir=args.data_dir)
     print(format_summary(summary(r)))
     return 0
 
 
 def cmd_train(args) -> int:
-    from pathlib import Path
-
     from dpmt.train.rundir import read_config, run
 
     if args.resume:
@@ -68,7 +71,7 @@ def cmd_train(args) -> int:
     print_baselines(model)
     if out is not None:
         use = (f"dpmt recommend --model {out} --items ID,ID,... --ratings R,R,..."
-               if model.label_offset is not None else
+               if model.scorer.labelled else
                f"dpmt recommend --model {out} --items ID,ID,...")
         print(f"the model is in {out} ({use}; or dpmt.Model.load)")
     else:
@@ -106,10 +109,8 @@ def print_baselines(model) -> None:
 
 
 def _titles(model, data_dir: str) -> dict:
-    from dpmt.data.titles import item_titles_for
-
     try:
-        return item_titles_for(model.config.dataset, model.item_ids, data_dir=data_dir) or {}
+        return item_titles_for(model.config.data.dataset, model.item_ids, data_dir=data_dir) or {}
     except (DpmtError, OSError):
         return {}
 
@@ -153,7 +154,7 @@ def cmd_recommend(args) -> int:
         if len(values) != len(items):
             raise ConfigError(f"--ratings gives {len(values)} ratings for {len(items)} "
                               "--items: give one rating per item")
-    elif model.label_offset is not None:
+    elif model.scorer.labelled:
         raise ConfigError("this is a rating model: it folds a user in from their ratings; "
                           "pass --ratings R,R,... with one rating per --items")
     ids, scores = model.recommend(items, k=args.k, values=values)
@@ -172,11 +173,6 @@ def cmd_recommend(args) -> int:
 
 
 def _recommend_many(model, args) -> int:
-    import time
-
-    from dpmt._io import check_output_path
-    from dpmt.apps import model_tools as mt
-
     if args.out is None:
         raise ConfigError("--histories needs --out FILE (.csv or .parquet) for the results")
     check_output_path(args.out, "--out", folder=False)
@@ -192,7 +188,6 @@ def _recommend_many(model, args) -> int:
 
 
 def cmd_evaluate(args) -> int:
-    from dpmt.apps import model_tools as mt
     from dpmt.model import Model
 
     model = Model.load(args.model)
@@ -201,14 +196,11 @@ def cmd_evaluate(args) -> int:
     lines = model.report().splitlines()
     print("\n".join(lines[1:]) if len(lines) > 1 else lines[0])
     if args.json:
-        from dpmt._io import atomic_write_json, jsonable
-
         atomic_write_json(args.json, jsonable(m))
     return 0
 
 
 def cmd_export(args) -> int:
-    from dpmt.apps import model_tools as mt
     from dpmt.model import Model
 
     model = Model.load(args.model)
@@ -218,7 +210,6 @@ def cmd_export(args) -> int:
 
 
 def cmd_privacy(args) -> int:
-    from dpmt.apps import model_tools as mt
     from dpmt.model import Model
 
     model = Model.load(args.model)
@@ -402,7 +393,6 @@ def build_parser() -> argparse.ArgumentParser:
     tu.set_defaults(func=tune.main)
 
     st = sub.add_parser("stream", help="JDP online prediction over a ratings stream")
-    from dpmt.apps import stream
 
     stream.add_arguments(st)
     st.set_defaults(func=stream.run)
@@ -431,9 +421,9 @@ def _add_plugin_commands(sub) -> None:
     names an object with ``HELP`` (one line), ``add_arguments(parser)`` and
     ``run(args) -> int``. One that fails to load still appears, and says why when run.
     """
-    from importlib.metadata import entry_points
 
-    for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+    for ep in sorted(importlib.metadata.entry_points(group=COMMANDS_GROUP),
+                     key=lambda e: e.name):
         if ep.name in sub.choices:
             continue
         try:
@@ -500,8 +490,6 @@ def _check_platform() -> None:
 
 
 def _disk_message(e: OSError, args) -> str:
-    import errno
-
     where = f" ({e.filename})" if e.filename else ""
     if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
         out = getattr(args, "out", None) or getattr(args, "resume", None)

@@ -11,18 +11,26 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import hashlib
+import io
+import json
 import math
 import time
 from pathlib import Path
 
 import numpy as np
 
-from dpmt.config import TrainConfig
-from dpmt.errors import ConfigError, DataError
-from dpmt.registry import TASKS, WEIGHTINGS
-from dpmt._io import atomic_write_bytes, atomic_write_text
+from dpmt._io import (atomic_write_bytes, atomic_write_json, atomic_write_text, check_output_path,
+                      jsonable)
+from dpmt.apps.args import config_from_args
 from dpmt.apps.plot_style import HATCHES, MAX_WIDTH_IN, PALETTE, PLOT_DPI, bar_style  # noqa: F401
+from dpmt.config import ExecutionConfig, NonPrivate, TrainConfig
+from dpmt.data import fetch
+from dpmt.data.titles import item_titles_for
+from dpmt.errors import ConfigError, DataError
+from dpmt.model import Model
 from dpmt.privacy.ledger import ML100K_TUNING_NOTE, PRIVACY_UNIT
+from dpmt.registry import TASKS, WEIGHTINGS
 from dpmt.runtime import release_compiled_code
 
 METRIC = "recall@20"
@@ -65,13 +73,15 @@ def build_grid(base: TrainConfig, weight_specs, epsilons, solvers, baselines=Tru
         rating = TASKS[base.task].labelled
         points.append(GridPoint("global mean (exact)" if rating else "popularity", None))
         points.append(GridPoint("ALS (non-private)", base.replace(
-            private=False, solver="ssp", **(NONPRIVATE_ALS_RATING if rating else NONPRIVATE_ALS))))
+            solver="ssp", **(NONPRIVATE_ALS_RATING if rating else NONPRIVATE_ALS),
+                                                                  privacy=NonPrivate())))
     for solver in solvers:
         for eps in epsilons:
             for spec in weight_specs:
                 w, mu = parse_weight_spec(spec)
-                cfg = base.replace(private=True, solver=solver, epsilon=float(eps), weights=w,
-                                   mu=mu if mu is not None else base.mu)
+                cfg = base.replace(solver=solver, weights=w,
+                                   mu=mu if mu is not None else base.mu,
+                                   privacy=dict(epsilon=float(eps)))
                 mu_s = f" μ={cfg.effective_mu:g}" if WEIGHTINGS[w].uses_mu else ""
                 points.append(GridPoint(f"DP {w}{mu_s} {solver} ε={eps:g}", cfg))
     return points
@@ -88,7 +98,7 @@ def validate_grid(points: list[GridPoint], seeds, epsilons=()) -> None:
             raise ConfigError(f"{name} lists a value twice ({' '.join(map(str, vals))}); "
                               "repeats are the same run, not more evidence")
     for seed in seeds:
-        TrainConfig(seed=int(seed))  # range-checks the seed
+        TrainConfig(data=dict(seed=int(seed)))  # range-checks the seed
     for p in points:
         if p.config is not None:
             make_plan(p.config)
@@ -103,7 +113,6 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
     ``done``: rows of an earlier, interrupted run of the same grid — their cells are not run
     again. ``on_cell(rows)`` is called with all rows so far after every finished cell (the
     CLI saves them, so Ctrl-C or a crash loses at most the cell in progress)."""
-    from dpmt.config import ExecutionConfig
     from dpmt.train.evaluate import mean_rating_metrics, popularity_metrics, released_baselines
     from dpmt.train.loop import fit
     from dpmt.train.rundir import prepare_data
@@ -124,11 +133,11 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
         todo = [p for p in points if (p.label, int(seed)) not in finished]
         if not todo:
             continue
-        split = prepare_data(base.replace(seed=int(seed)), quiet)
+        split = prepare_data(base.replace(data=dict(seed=int(seed))), quiet)
         data = split_data_fingerprint(split)
         changed = {r.get("data") for r in rows} - {data, None}
         if changed:
-            raise DataError(f"the data of {base.dataset} changed since the interrupted grid "
+            raise DataError(f"the data of {base.data.dataset} changed since the interrupted grid "
                             "was run (its saved cells were computed on other ratings): start "
                             "again with --overwrite, or use another --out")
         es = split.test if eval_set == "test" else split.validation
@@ -148,7 +157,8 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
                 release_compiled_code()  # many fits in one process (dpmt.runtime)
                 # a benchmark: reproducible noise on purpose (its models are never
                 # published; a published model's noise comes from OS entropy)
-                res = fit(split.train, p.config.replace(seed=int(seed), noise_seed=int(seed)),
+                res = fit(split.train, p.config.replace(data=dict(seed=int(seed)),
+                                                        privacy=dict(noise_seed=int(seed))),
                           test=es, execution=quiet)
                 m, compile_s = res.metrics, res.compile_seconds
                 eps = res.epsilon if p.config.private else math.inf
@@ -156,10 +166,10 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
                              data))
             this = rows[-1]      # the released baselines below come after it
             if p.config is not None and p.config.private \
-                    and p.config.epsilon not in private_pop_done:
-                private_pop_done.add(p.config.epsilon)
+                    and p.config.privacy.epsilon not in private_pop_done:
+                private_pop_done.add(p.config.privacy.epsilon)
                 for name, pm in released_baselines(res, split.train, es):
-                    rows.append(_row(f"{name} ε={p.config.epsilon:g}", seed, eps, None, pm,
+                    rows.append(_row(f"{name} ε={p.config.privacy.epsilon:g}", seed, eps, None, pm,
                                      0.0, 0.0, data))
             if on_cell is not None:
                 on_cell(rows)
@@ -178,7 +188,6 @@ def split_data_fingerprint(split) -> str:
     """SHA-256 (16 hex chars) of every (user, item, value) of a split's parts together: the
     same for every split seed of one data set, different when the ratings change (a
     resumed grid refuses to mix cells of two data sets)."""
-    import hashlib
 
     parts = [split.train, split.validation.history, split.validation.targets,
              split.test.history, split.test.targets]
@@ -324,7 +333,6 @@ def plot_panels(summary: list[dict]) -> list[tuple[str, list[dict]]]:
 
 def plot_buckets(summary: list[dict], path: Path, title: str) -> None:
     """The PNG of :func:`bucket_figure`."""
-    import io
 
     import matplotlib.pyplot as plt
 
@@ -406,8 +414,6 @@ def write_outputs(rows, out: Path, title: str) -> str:
 
 
 def _write_csv(rows: list[dict], path: Path) -> None:
-    import io
-
     keys = list(dict.fromkeys(k for r in rows for k in r))
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=keys)
@@ -420,9 +426,6 @@ CELLS_FILE = "cells.json"
 
 
 def _grid_fingerprint(base: TrainConfig, points, seeds, eval_set) -> str:
-    import hashlib
-    import json
-
     spec = {"base": base.to_dict(), "eval_set": eval_set, "seeds": [int(x) for x in seeds],
             "points": [[p.label, None if p.config is None else p.config.to_dict()]
                        for p in points]}
@@ -431,7 +434,6 @@ def _grid_fingerprint(base: TrainConfig, points, seeds, eval_set) -> str:
 
 def check_compare_output(out: Path, *, resume: bool, overwrite: bool) -> None:
     """Refuse an --out that cannot take the grid, before anything trains."""
-    from dpmt._io import check_output_path
 
     check_output_path(out, "--out", folder=True)
     cells = out / CELLS_FILE
@@ -443,11 +445,6 @@ def check_compare_output(out: Path, *, resume: bool, overwrite: bool) -> None:
 
 
 def compare_main(args) -> int:
-    import json
-
-    from dpmt._io import atomic_write_json, jsonable
-    from dpmt.apps.args import config_from_args
-
     base, ex = config_from_args(args)
     out = Path(args.out)
     points = build_grid(base, args.weight_grid, args.epsilons, args.solvers, args.baselines)
@@ -474,8 +471,8 @@ def compare_main(args) -> int:
 
     from dpmt.train.rundir import run_lock
 
-    title = (f"{base.dataset}, {args.eval_set} {TASKS[base.task].metric_label}"
-             f", δ={base.delta:g}, d={base.dim}, seeds {list(args.seeds)}")
+    title = (f"{base.data.dataset}, {args.eval_set} {TASKS[base.task].metric_label}"
+             f", δ={base.privacy.delta:g}, d={base.dim}, seeds {list(args.seeds)}")
     with run_lock(out):                     # one process writes a folder at a time
         rows = run_grid(base, points, args.seeds, eval_set=args.eval_set,
                         progress=ex.progress, execution=ex, done=done, on_cell=save)
@@ -496,13 +493,7 @@ def demo_main(args) -> int:
     DP adaptive and the defaults (noisy GD with Adam, weights chosen by rule) at ε = 5,
     δ = 1e-5; save the defaults' model and print three recommendations from it, with
     titles."""
-    from dpmt.config import ExecutionConfig
-    from dpmt.data import fetch
-    from dpmt.data.titles import item_titles_for
-    from dpmt.model import Model
     from dpmt.train.rundir import run
-
-    from dpmt._io import check_output_path
 
     # before any download or training: a file, or a folder that cannot be written
     check_output_path(args.out, "--out", folder=True)

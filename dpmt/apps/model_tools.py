@@ -14,12 +14,20 @@
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 
 import numpy as np
 
+from dpmt._io import atomic_save_npz, atomic_write_bytes, atomic_write_text
+from dpmt.config import ExecutionConfig
+from dpmt.data import load
+from dpmt.data.adapters import ALIASES
+from dpmt.data.layout import _header_names, first_line
+from dpmt.data.loaders import detect_format
 from dpmt.errors import ConfigError, DataError
+from dpmt.registry import TASKS
 
 
 # -- recommend for many users ------------------------------------------------------------------
@@ -28,7 +36,6 @@ def read_histories(path: str, model):
     --dataset FILE`` reads it: CSV/TSV with text ids and quoted fields, ``.inter``,
     Parquet; no rating scale; the header's columns named as a DataFrame's are, e.g.
     ``uid,iid,score``), items the model lacks left out (counted)."""
-    from dpmt.data import load
 
     p = Path(path)
     if not p.is_file():
@@ -52,9 +59,6 @@ def _columns_of_header(p: Path) -> dict | None:
     """The user/item/rating/timestamp columns of a CSV/TSV/Parquet header found by
     :data:`dpmt.data.adapters.ALIASES` (the names a DataFrame's columns may have), for
     ``load(columns=)``; None where the header names none (the loader's own names apply)."""
-    from dpmt.data.adapters import ALIASES
-    from dpmt.data.layout import _header_names, first_line
-    from dpmt.data.loaders import detect_format
 
     fmt = detect_format(p)
     if fmt == "parquet":
@@ -80,7 +84,7 @@ def _columns_of_header(p: Path) -> dict | None:
 def recommend_many(model, histories: dict, k: int) -> dict[str, list]:
     """Columns ``user, rank, item, score`` of the top ``k`` of every history."""
     users = list(histories)
-    values = ([histories[u][1] for u in users] if model.label_offset is not None else None)
+    values = [histories[u][1] for u in users] if model.scorer.labelled else None
     ids, scores = model.recommend_batch([histories[u][0] for u in users], k, values=values)
     out: dict[str, list] = {"user": [], "rank": [], "item": [], "score": []}
     for u, row_ids, row_scores in zip(users, ids, scores):
@@ -95,12 +99,10 @@ def recommend_many(model, histories: dict, k: int) -> dict[str, list]:
 
 def write_table(columns: dict[str, list], path: str) -> None:
     """CSV (or Parquet, by the suffix), written atomically."""
-    from dpmt._io import atomic_write_bytes, atomic_write_text
 
     p = Path(path)
     if p.suffix.lower() == ".parquet":
         pa, pq = _arrow()
-        import io
 
         buf = io.BytesIO()
         pq.write_table(pa.table(columns), buf)
@@ -133,8 +135,6 @@ def export(model, path: str) -> int:
     p = Path(path)
     ids, V = model.item_ids, np.asarray(model.item_embeddings, np.float32)
     if p.suffix.lower() == ".npz":
-        from dpmt._io import atomic_save_npz
-
         atomic_save_npz(p, item_ids=ids, item_factors=V)
     elif p.suffix.lower() in (".csv", ".parquet"):
         cols = {"item": ids.tolist()}
@@ -184,13 +184,11 @@ def plot_epsilon(model, path: str) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
     ax.plot([h["iteration"] + 1 for h in hist], [h["epsilon"] for h in hist], marker="o",
             color="#1b9e77")
-    ax.axhline(model.config.epsilon, color="#777777", linestyle="--", label="target ε")
+    ax.axhline(model.config.privacy.epsilon, color="#777777", linestyle="--", label="target ε")
     ax.set_xlabel("iteration")
     ax.set_ylabel("ε spent (at the run's δ)")
     ax.legend(loc="lower right")
     fig.tight_layout()
-    from dpmt._io import atomic_write_bytes
-    import io
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
@@ -202,12 +200,10 @@ def plot_epsilon(model, path: str) -> None:
 def evaluate_saved(model, dataset: str, data_dir: str, eval_set: str = "test") -> dict:
     """Metrics of a saved model on the held-out part of ``dataset`` (the split the model's
     config names), in the model's item index space."""
-    from dpmt.config import ExecutionConfig
-    from dpmt.registry import TASKS
     from dpmt.train.evaluate import evaluate, evaluate_ratings
     from dpmt.train.rundir import prepare_data
 
-    cfg = model.config.replace(dataset=dataset, items=None)
+    cfg = model.config.replace(data=dict(dataset=dataset, items=None))
     split = prepare_data(cfg, ExecutionConfig(data_dir=data_dir, progress=False))
     if not np.array_equal(np.asarray(split.train.item_ids), np.asarray(model.item_ids)):
         raise DataError(f"{dataset}'s items are not the model's ({split.train.n_items} against "

@@ -9,6 +9,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+from dpmt._io import atomic_write_bytes
+
 #: tab20 with its pairs reordered so that neighbours differ: 20 distinct colours
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896",
@@ -50,8 +52,6 @@ def legend_outside(fig, handles, labels, legend_in: float, top: float = 0.95) ->
 def save_png(fig, path) -> None:
     """``fig`` as a PNG at :data:`PLOT_DPI`, written atomically; the figure is closed."""
     import matplotlib.pyplot as plt
-
-    from dpmt._io import atomic_write_bytes
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=PLOT_DPI)

@@ -30,8 +30,13 @@ import json
 import math
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from dpmt._io import atomic_write_text, check_output_path
+from dpmt.apps.plot_style import MAX_WIDTH_IN, legend_outside, line_style, save_png
 from dpmt.errors import ConfigError, DpmtError, check_range
 
 if TYPE_CHECKING:   # only for annotations: dpmt.online loads when a stream command runs
@@ -183,8 +188,6 @@ def _load_model(path):
 
 
 def _same_dataset(a: str, b: str) -> bool:
-    from pathlib import Path
-
     if a == b:
         return True
     try:
@@ -195,10 +198,10 @@ def _same_dataset(a: str, b: str) -> bool:
 
 def _model_info(model, path) -> dict:
     cfg = model.config
-    return {"path": str(path), "dataset": cfg.dataset, "n_items": model.n_items,
+    return {"path": str(path), "dataset": cfg.data.dataset, "n_items": model.n_items,
             "dim": model.dim, "fingerprint": model.fingerprint(), "reg": cfg.reg,
             "gravity": cfg.gravity, "user_clip": cfg.user_clip,
-            "history": f"the user's earlier ratings > {cfg.positive_threshold:g} (label 1, "
+            "history": f"the user's earlier ratings > {cfg.data.positive_threshold:g} (label 1, "
                        "implicit feedback as in training), never released"}
 
 
@@ -206,7 +209,7 @@ def _model_privacy(model) -> dict:
     if not model.private:
         return {"epsilon": None, "delta": None, "private": False,
                 "unit": "one user (add/remove)", "note": "non-private model (ε = ∞)"}
-    return {"epsilon": float(model.epsilon), "delta": float(model.config.delta),
+    return {"epsilon": float(model.epsilon), "delta": float(model.config.privacy.delta),
             "private": True, "unit": "one user (add/remove): all their ratings",
             "statement": "user-level DP of the released item embeddings V"}
 
@@ -225,13 +228,13 @@ def _warnings(rs, model) -> list[str]:
     if model is None:
         return []
     out = []
-    if _same_dataset(rs.dataset, model.config.dataset):
+    if _same_dataset(rs.dataset, model.config.data.dataset):
         out.append(f"the streamed ratings ({rs.dataset}) are the model's training data: the "
                    "same users' data trained V and is streamed again. The user-level (ε, δ) "
                    "of V and the per-rating JDP (ε, δ) of the predictor are two separate "
                    "statements, not one composed guarantee")
     else:
-        out.append(f"the model was trained on {model.config.dataset!r}, not on "
+        out.append(f"the model was trained on {model.config.data.dataset!r}, not on "
                    f"{rs.dataset!r}: items are matched by raw id")
     if not model.private:
         out.append("the model is not private (ε = ∞): V protects no one")
@@ -266,8 +269,6 @@ def _model_line(mp: dict) -> str:
 
 
 def _write_json(path, out) -> None:
-    from dpmt._io import atomic_write_text
-
     try:
         atomic_write_text(path, json.dumps(out, indent=2) + "\n")
     except OSError as e:
@@ -278,7 +279,6 @@ def _write_json(path, out) -> None:
 def _run(args) -> int:
     _fill_defaults(args)
     _check_args(args)
-    from dpmt._io import check_output_path
 
     if args.json:
         check_output_path(args.json, "--json", folder=False)
@@ -286,7 +286,7 @@ def _run(args) -> int:
         check_output_path(args.plot, "--plot", folder=False)
     model = None if args.model is None else _load_model(args.model)
     if args.dataset is None:
-        args.dataset = model.config.dataset if model is not None else "ml-100k"
+        args.dataset = model.config.data.dataset if model is not None else "ml-100k"
     if args.compare:
         return _compare(args, model)
     return _single(args, model)
@@ -364,7 +364,6 @@ def _single(args, model) -> int:
 def _marks(p: StreamPredictor, xs, ys, bar=None, chunk: int = 50_000):
     """(per-round mistake marks, mistakes) of ``p`` on the stream: its whole-stream ``run``
     (verified against the per-round loop in the tests), chunked as ``run_predictor`` does."""
-    import numpy as np
 
     parts = []
     for a in range(0, len(xs), chunk):
@@ -377,8 +376,6 @@ def _marks(p: StreamPredictor, xs, ys, bar=None, chunk: int = 50_000):
 
 
 def _compare(args, model) -> int:
-    import numpy as np
-
     from dpmt.online.predictors import jdp_available, make_predictor, privacy_of
     from dpmt.online.ratings_stream import best_in_hindsight
 
@@ -488,7 +485,6 @@ def privacy_caption(privacy: dict, names) -> str:
 
 def plot_cumulative(curves: dict, path, title: str) -> None:
     """The PNG of :func:`cumulative_figure`."""
-    from dpmt.apps.plot_style import save_png
 
     save_png(cumulative_figure(curves, title), path)
 
@@ -501,12 +497,9 @@ def cumulative_figure(curves: dict, title: str):
     offsets and later (thinner) lines are drawn over earlier (wider) ones. One legend
     outside both panels; at most 1,920 px wide."""
     import matplotlib
-    import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from dpmt.apps.plot_style import MAX_WIDTH_IN, legend_outside, line_style
 
     ref = curves.get(("popularity", "best fixed threshold"))
     legend_in = 3.2

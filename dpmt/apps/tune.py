@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import hashlib
 import itertools
 import json
@@ -51,9 +52,15 @@ from pathlib import Path
 
 import numpy as np
 
-from dpmt.config import TrainConfig
+from dpmt.apps import tune_report as tr
+from dpmt.apps.args import add_config_arguments, config_fields, config_from_args, parse_number
+from dpmt.apps.tune_report import label
+from dpmt.config import ExecutionConfig, TrainConfig, route
 from dpmt.errors import ConfigError, DataError, PrivacyBudgetError, check_range
 from dpmt.privacy.ledger import PRIVACY_UNIT, SELECTION_MODES, PrivacyLedger, Selection
+from dpmt.privacy.randomness import NoiseSource
+from dpmt.privacy.selection import (calibrate_selection, describe_event, draw_repetitions,
+                                    noisy_score, same_event)
 from dpmt.registry import TASKS
 from dpmt.runtime import release_compiled_code
 
@@ -92,14 +99,10 @@ class Candidate:
     config: TrainConfig
 
     def label(self) -> str:
-        from dpmt.apps.tune_report import label
-
         return label(self.values)
 
 
 def _grid_fields() -> dict:
-    from dpmt.apps.args import config_fields
-
     out = {}
     for f, flag, dest in config_fields(TrainConfig):
         for name in (dest, flag.lstrip("-").replace("-", "_"), dest.replace("gd_", "gd.", 1)):
@@ -140,8 +143,6 @@ def parse_grid(specs) -> list[tuple[str, list]]:
         if not eq or not key:
             raise ConfigError(f"--grid {spec!r}: expected FIELD=V1,V2,... (e.g. dim=8,16)")
         if key not in fields and key not in _NOT_GRID:
-            import difflib
-
             near = difflib.get_close_matches(key, [k for k in fields if "." not in k], n=3)
             raise ConfigError(f"--grid {key}: not a TrainConfig field"
                               + (f" (did you mean {', '.join(near)}?)" if near else ""))
@@ -170,10 +171,8 @@ def build_candidates(base: TrainConfig, grid) -> list[Candidate]:
     out = []
     for k, combo in enumerate(itertools.product(*[v for _, v in grid])):
         values = {dest: v for (dest, _), v in zip(grid, combo)}
-        top = {d: v for d, v in values.items() if not d.startswith("gd_")}
-        gd = {d[3:]: v for d, v in values.items() if d.startswith("gd_")}
         try:
-            cfg = base.replace(**top, **({"gd": gd} if gd else {}))
+            cfg = base.replace(**route(values))
         except ConfigError as e:
             label = ", ".join(f"{d}={v}" for d, v in values.items())
             raise ConfigError(f"--grid candidate {label}: {e}") from None
@@ -252,14 +251,13 @@ def check_spec(spec: Spec, n_items: int | None = None):
     the same DP event (noise multipliers, sampling, counts of every release — not raw σ).
     ``n_items`` (once the data is read): the private calibration then charges the sampler's
     δ of :func:`charged_draws` (without it, the check before the data has none)."""
-    from dpmt.privacy.selection import calibrate_selection, describe_event, same_event
     from dpmt.train.plan import make_plan
 
     if not spec.charged:
         for c in spec.candidates:
             make_plan(c.config)                 # each at the target: refuse unmeetable ones
         return [c.config for c in spec.candidates], None
-    rdp = [c.config.replace(accountant="rdp") for c in spec.candidates]
+    rdp = [c.config.replace(privacy=dict(accountant="rdp")) for c in spec.candidates]
     draws = {} if n_items is None else charged_draws(rdp, n_items)
 
     def make_plan(cfg, _plan=make_plan):        # every plan charges the same draws
@@ -278,13 +276,14 @@ def check_spec(spec: Spec, n_items: int | None = None):
                 "--selection literature")
 
     def run_plan(e):
-        p = make_plan(rdp[0].replace(epsilon=e))
+        p = make_plan(rdp[0].replace(privacy=dict(epsilon=e)))
         return p.releases(), p.calibration.scale
 
-    cal = calibrate_selection(run_plan, epsilon=spec.base.epsilon, delta=spec.base.delta,
+    cal = calibrate_selection(run_plan, epsilon=spec.base.privacy.epsilon,
+                              delta=spec.base.privacy.delta,
                               selection=spec.selection,
                               score_noise_ratio=spec.score_noise_ratio)
-    configs = [cfg.replace(epsilon=cal.run_epsilon) for cfg in rdp]
+    configs = [cfg.replace(privacy=dict(epsilon=cal.run_epsilon)) for cfg in rdp]
     for cfg in configs:
         if not same_event(make_plan(cfg).releases(), cal.releases):
             raise RuntimeError("internal error: a candidate's plan differs from the "
@@ -320,7 +319,6 @@ def _draws(spec: Spec, n: int, source) -> list[Draw]:
     ``tune/K``, repetition r's candidate and score noise from ``tune/rep{r}`` and its
     training noise from ``source.child(f"rep{r}")`` alone, so they do not depend on K;
     literature: every candidate once, with ``source.child(f"candidate{c}")``."""
-    from dpmt.privacy.selection import draw_repetitions
 
     if not spec.charged:
         return [Draw(c, source.child(f"candidate{c}"), None) for c in range(n)]
@@ -344,10 +342,6 @@ def tune(spec: Spec, out, *, execution=None, resume: bool = False,
          overwrite: bool = False) -> TuneResult:
     """Check everything, train the repetitions, select, write ``out`` (see the module
     docstring). Raises a :class:`~dpmt.errors.DpmtError` with a clear message."""
-    from dpmt.apps import tune_report as tr
-    from dpmt.config import ExecutionConfig
-    from dpmt.privacy.randomness import NoiseSource
-    from dpmt.privacy.selection import noisy_score
     from dpmt.train.evaluate import evaluate
     from dpmt.train.loop import fit
     from dpmt.train.rundir import prepare_data, run_lock
@@ -362,7 +356,7 @@ def tune(spec: Spec, out, *, execution=None, resume: bool = False,
         return TuneResult(saved[0], saved[1], [], saved[2])
     private = spec.charged
     # an unfinished private tune resumes with its own secret: the same K and draws
-    source = saved if saved is not None else NoiseSource.create(spec.base.noise_seed)
+    source = saved if saved is not None else NoiseSource.create(spec.base.privacy.noise_seed)
     draws = _draws(spec, len(configs), source)
     t0 = time.time()
     with run_lock(out):
@@ -375,7 +369,7 @@ def tune(spec: Spec, out, *, execution=None, resume: bool = False,
         if private and not split.train.items_public:
             # each repetition would select items privately and pay its δ once per run:
             # (1 + e^ε)·E[K]·δ_ps, more than δ itself
-            raise DataError(f"{spec.base.dataset} has no public item catalogue: a private "
+            raise DataError(f"{spec.base.data.dataset} has no public item catalogue: a private "
                             "tuning needs one (--items FILE with every item id); nothing was "
                             "trained")
         draws_charged = None
@@ -426,19 +420,19 @@ def one_candidate_note(spec: Spec, model) -> str | None:
     if not spec.charged or len(spec.candidates) != 1:
         return None
     return (f"note: the grid has one candidate, so there was nothing to select; the private "
-            f"selection still ran its repetitions at a per-run ε = {model.config.epsilon:.3g} "
-            f"(of the {spec.base.epsilon:g} the whole tuning spends). To spend all of ε on "
+            "selection still ran its repetitions at a per-run "
+            f"ε = {model.config.privacy.epsilon:.3g} (of the {spec.base.privacy.epsilon:g} the "
+            "whole tuning spends). To spend all of ε on "
             "one configuration, train it with `dpmt train`")
 
 
 def _selected_ledger(model, spec: Spec, cal) -> PrivacyLedger:
     """The saved ledger: the selected run's releases (+ the score: one repetition), with the
     selection; its budget is the target of the whole tuning."""
-    from dpmt.privacy.selection import same_event
 
     cfg = model.config
-    led = PrivacyLedger(cfg.delta, epsilon_budget=spec.base.epsilon,
-                        accountant=cfg.accountant, selection=spec.selection)
+    led = PrivacyLedger(cfg.privacy.delta, epsilon_budget=spec.base.privacy.epsilon,
+                        accountant=cfg.privacy.accountant, selection=spec.selection)
     releases = list(model.ledger.releases) + ([] if cal is None else [cal.score])
     if cal is not None and not same_event(releases, (*cal.releases, cal.score)):
         raise RuntimeError("internal error: the selected run's releases differ from the "
@@ -450,8 +444,6 @@ def _selected_ledger(model, spec: Spec, cal) -> PrivacyLedger:
 
 # -- the command line ----------------------------------------------------------------------------
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from dpmt.apps.args import add_config_arguments, parse_number
-
     add_config_arguments(p)
     g = p.add_argument_group("tuning")
     g.add_argument("--grid", action="append", metavar="FIELD=V1,V2,...", required=True,
@@ -492,8 +484,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args) -> int:
-    from dpmt.apps.args import config_from_args
-
     base, ex = config_from_args(args)
     if args.distribution == "poisson" and args.shape is not None:
         raise ConfigError("--shape is the negative binomial's; Poisson has none")

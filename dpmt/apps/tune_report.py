@@ -28,16 +28,18 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from dpmt._io import atomic_write_bytes, atomic_write_json, atomic_write_text, jsonable
 from dpmt.errors import ConfigError, DataError
+from dpmt.model import Model
+from dpmt.model_files import MODEL_FILE, SHARED_DIR, TRAINER_DIR
 from dpmt.privacy.ledger import NOT_CHARGED, PRIVACY_UNIT
+from dpmt.privacy.randomness import SEEDED_WARNING, NoiseSource
 
 TUNE_FILE = "tune.json"
 PRIVATE_FILE = "tune_private.json"
 
 
 def _noise_note(source) -> dict:
-    from dpmt.privacy.randomness import SEEDED_WARNING
-
     if source.reproducible:
         return {"source": "user-given seed (--noise-seed)", "note": SEEDED_WARNING}
     return {"source": "secret key from OS entropy",
@@ -53,10 +55,10 @@ def document(spec, cal, configs, chosen: int, model, source) -> dict:
              for c, cfg in zip(spec.candidates, configs)]
     doc = {"format": "dpmt-tune", "version": 2, "selection": spec.mode,
            "charged": sel.charged, "statement": sel.note(), "privacy_unit": PRIVACY_UNIT,
-           "target_epsilon": spec.base.epsilon, "delta": spec.base.delta,
+           "target_epsilon": spec.base.privacy.epsilon, "delta": spec.base.privacy.delta,
            "epsilon": model.ledger.epsilon(), "accountant": model.ledger.accountant,
            "per_run_epsilon": cal.run_epsilon if private else model.ledger.epsilon(),
-           "split_seed": spec.base.seed,
+           "split_seed": spec.base.data.seed,
            "grid": {k: list(dict.fromkeys(c.values[k] for c in spec.candidates))
                     for k in spec.candidates[0].values},
            "base_config": spec.base.public_dict(), "candidates": cands,
@@ -184,9 +186,6 @@ def check_out(out: Path, fingerprint: str, *, resume: bool, overwrite: bool):
     finished; the saved :class:`~dpmt.privacy.randomness.NoiseSource` when ``resume`` finds
     it unfinished (a private tune saves its secret before training); else None. Refuses an
     ``out`` that cannot take it (like ``dpmt train``), and a different tune."""
-    from dpmt.model import Model
-    from dpmt.model_files import MODEL_FILE
-    from dpmt.privacy.randomness import NoiseSource
     from dpmt.train.rundir import check_output_dir, model_dir
 
     if resume and overwrite:
@@ -227,7 +226,6 @@ def check_out(out: Path, fingerprint: str, *, resume: bool, overwrite: bool):
 def write_state(out: Path, fingerprint: str, source) -> None:
     """Save the secret of a private tune before it trains (``trainer/``, mode 0600), so
     that ``--resume`` redraws the same K and draws."""
-    from dpmt._io import atomic_write_bytes, atomic_write_text
     from dpmt.train.rundir import PRIVATE_NOTE, trainer_dir
 
     d = {"format": "dpmt-tune-private", "version": 1, "status": "running",
@@ -243,8 +241,6 @@ def write_state(out: Path, fingerprint: str, source) -> None:
 def write(out: Path, model, doc: dict, priv: dict) -> None:
     """Build the run directory in a staging folder, then move it in: ``trainer/`` (private),
     ``tune.json``, then ``model/`` with ``model.json`` last."""
-    from dpmt._io import atomic_write_bytes, atomic_write_json, atomic_write_text, jsonable
-    from dpmt.model_files import MODEL_FILE, SHARED_DIR, TRAINER_DIR
     from dpmt.train.checkpoint import CHECKPOINT_FILE
     from dpmt.train.rundir import CONFIG_FILE, PRIVATE_NOTE, write_run
 

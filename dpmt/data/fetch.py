@@ -47,12 +47,14 @@ from pathlib import Path
 
 import numpy as np
 
-from dpmt.data.loaders import check_columns, check_on_duplicate, check_rating_range, load_file
+from dpmt._io import atomic_write_bytes
+from dpmt.data.loaders import (check_columns, check_on_duplicate, check_rating_range, from_tfds,
+                               load_file, load_item_genres)
 from dpmt.data.ratings import Ratings
-from dpmt.data.synthetic import parse_synthetic_spec
+from dpmt.data.synthetic import (like_sizes, make_synthetic, make_synthetic_like,
+                                 parse_synthetic_spec, synthetic_item_topics)
 from dpmt.data.synthetic_logistic import is_logistic_spec, load_logistic_spec
 from dpmt.data.synthetic_ratings import is_explicit_spec, load_explicit_spec
-from dpmt._io import atomic_write_bytes
 from dpmt.errors import ConfigError, DataError
 
 __all__ = ["DatasetInfo", "REGISTRY", "fetch", "load", "dataset_path", "parse_synthetic_spec",
@@ -426,12 +428,9 @@ def item_features_for(spec: str | Path, ratings: Ratings, data_dir: str | Path =
 
     Returns float32 (ratings.n_items, n_features). Other datasets: DataError.
     """
-    from dpmt.data.loaders import load_item_genres
 
     s = str(spec).strip()
     if s == "synthetic" or s.startswith("synthetic:"):
-        from dpmt.data.synthetic import like_sizes, synthetic_item_topics
-
         kw = parse_synthetic_spec(s)
         if "like" in kw:
             kw.update(like_sizes(kw.pop("like"), kw.pop("scale", 1.0)))
@@ -546,8 +545,6 @@ def load(spec: str | Path, data_dir: str | Path = "data", fetch_if_missing: bool
         raise ConfigError(f"columns= (CLI: --columns) names the header columns of your own "
                           f"CSV/TSV file; dataset {s!r} has a fixed layout, so leave it out")
     if s == "synthetic" or s.startswith("synthetic:"):
-        from dpmt.data.synthetic import make_synthetic, make_synthetic_like
-
         if items is not None:
             raise ConfigError(f"items= (CLI: --items) gives the item catalogue of a ratings "
                               f"file; synthetic data {s!r} has its own (items 0..n_items-1)")
@@ -575,8 +572,6 @@ def load(spec: str | Path, data_dir: str | Path = "data", fetch_if_missing: bool
                               f"Unpack the full {info.name}.zip there", stacklevel=2)
         return load_file(path, info.fmt, name=name or s, items=items, **opts)
     if s.startswith("tfds:"):
-        from dpmt.data.loaders import from_tfds
-
         tname = s[len("tfds:"):]
         tdir = tfds_data_dir
         if tdir is None and (Path(data_dir).expanduser() / tname).is_dir():

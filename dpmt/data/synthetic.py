@@ -38,7 +38,7 @@ import inspect
 
 import numpy as np
 
-from dpmt.data.ratings import Ratings
+from dpmt.data.ratings import Ratings, stable_argsort_int
 from dpmt.errors import ConfigError, DataError, check_range
 
 __all__ = ["SyntheticTruth", "make_synthetic", "make_synthetic_like", "synthetic_item_topics",
@@ -394,7 +394,6 @@ def make_synthetic(n_users: int = 10_000, n_items: int = 2_000, n_interactions: 
     user = np.concatenate(parts_u)
     item = np.concatenate(parts_i)
     if len(parts_u) > 1:                                 # keep rows grouped by user
-        from dpmt.data.ratings import stable_argsort_int
         o = stable_argsort_int(user)
         user, item = user[o], item[o]
     r = Ratings(user=user, item=item, value=np.ones(len(user), np.float32),

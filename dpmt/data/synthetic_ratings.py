@@ -43,7 +43,8 @@ import inspect
 import numpy as np
 
 from dpmt.data.ratings import Ratings
-from dpmt.data.synthetic import refuse_file_options, spec_number, spec_pairs
+from dpmt.data.synthetic import (_planted_model, make_synthetic, refuse_file_options, spec_number,
+                                 spec_pairs)
 from dpmt.errors import ConfigError, DataError, check_range
 
 __all__ = ["ExplicitTruth", "make_explicit_synthetic", "explicit_synthetic_truth",
@@ -185,7 +186,6 @@ def make_explicit_synthetic(n_users: int = 70_000, n_items: int = 10_000,
         values float32 in {0.5, 1, ..., 5}, no timestamps; ``items_public=True`` (the item
         universe is ``range(n_items)``, fixed by the arguments), ``implicit=False``.
     """
-    from dpmt.data.synthetic import make_synthetic
 
     n_users, n_items, n_ratings, lo, cap = _sizes(n_users, n_items, n_ratings, min_per_user,
                                                   max_per_user)
@@ -214,7 +214,6 @@ def make_explicit_synthetic(n_users: int = 70_000, n_items: int = 10_000,
 def explicit_synthetic_truth(**kwargs) -> ExplicitTruth:
     """The :class:`ExplicitTruth` of ``make_explicit_synthetic(**kwargs)`` (same keyword
     arguments, ``return_truth`` aside), without drawing any rating."""
-    from dpmt.data.synthetic import _planted_model
 
     sig = inspect.signature(make_explicit_synthetic)
     bound = sig.bind_partial(**{k: v for k, v in kwargs.items()

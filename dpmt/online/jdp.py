@@ -78,15 +78,14 @@ import math
 import numpy as np
 
 from dpmt.errors import ConfigError, DpmtError, check_range
-from dpmt.online.candidates import (CandidateParams, CandidatePredictor, check_delays,
-                                    next_delay)
+from dpmt.online.candidates import CandidateParams, CandidatePredictor, check_delays, next_delay
 from dpmt.online.combiner import Combiner, combiner_epsilon, combiner_min_D
 from dpmt.online.hypotheses import HypothesisClass
 from dpmt.online.mirror import mirror_window
 from dpmt.online.name_and_shame import NameAndShame
 from dpmt.online.rep import acceptance_min_D, check_share, rep_min_D
-from dpmt.online.selection import (balanced_gamma, gamma_for_privacy,
-                                   selection_failure_bound)
+from dpmt.online.selection import balanced_gamma, gamma_for_privacy, selection_failure_bound
+from dpmt.online.soa import check_stream
 
 __all__ = ["JDPPredictor", "PRESETS", "practical_split"]
 
@@ -410,7 +409,6 @@ class JDPPredictor:
         the combiner's outputs, so their prediction sequences are computed first by their
         own whole-stream paths (``F``'s predictions are ``y XOR`` its mistake marks), then
         the combiner runs over the disagreement rounds (its coins are drawn only there)."""
-        from dpmt.online.soa import check_stream
         if self._y is not None:
             raise DpmtError("run called between predict and update")
         xs, ys = check_stream(self.H, xs, ys)

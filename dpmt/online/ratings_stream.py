@@ -55,10 +55,16 @@ import dataclasses
 
 import numpy as np
 
+from dpmt.data import Ratings
 from dpmt.data.stats import popularity_buckets
 from dpmt.errors import ConfigError, DataError, DpmtError, check_range
 from dpmt.online.hypotheses import HypothesisClass, thresholds
 from dpmt.online.streams import Stream
+from dpmt.privacy import PrivacyLedger, calibrate, private_counts
+from dpmt.privacy.calibration import PlannedRelease
+from dpmt.privacy.ledger import epsilon_of
+from dpmt.privacy.mechanisms import counts_release
+from dpmt.privacy.randomness import NoiseSource
 
 __all__ = ["RatingsStream", "ratings_stream", "load_ratings", "synthetic_ratings",
            "private_item_counts", "best_in_hindsight",
@@ -134,7 +140,6 @@ def synthetic_ratings(n_users: int = 300, n_items: int = 200, n_ratings: int = 2
     class). Pairs may repeat across time (a re-rating): the stream replays every rating, the
     private histogram counts each pair once.
     """
-    from dpmt.data import Ratings
 
     for nm, v in (("n_users", n_users), ("n_items", n_items), ("n_ratings", n_ratings)):
         check_range(nm, v, low=1, integer=True)
@@ -181,8 +186,6 @@ def histogram_epsilon(noise_multiplier: float, delta: float, cap_k: int) -> floa
     """User-level ε at ``delta`` of the capped histogram: the discrete Gaussian counts
     release of :mod:`dpmt.privacy` (k coordinates moved by ≤ 1 each, σ = z·√k), accounted by
     dp_accounting's PLD — the same release and accountant as training's task sizes."""
-    from dpmt.privacy.ledger import epsilon_of
-    from dpmt.privacy.mechanisms import counts_release
 
     sigma = float(noise_multiplier) * np.sqrt(int(cap_k))
     return float(epsilon_of([counts_release(int(cap_k), sigma)], float(delta)))
@@ -205,10 +208,6 @@ def private_item_counts(ratings, *, cap_k: int = 50, hist_epsilon: float | None 
     ``noise_multiplier``, ``cap_k``, ``l2_sensitivity``, ``distinct_pairs`` (the number of
     (user, item) pairs before capping), ``mechanism`` and the ledger (``ledger``, JSON).
     """
-    from dpmt.privacy import PrivacyLedger, calibrate, private_counts
-    from dpmt.privacy.calibration import PlannedRelease
-    from dpmt.privacy.mechanisms import counts_release
-    from dpmt.privacy.randomness import NoiseSource
 
     check_range("cap_k", cap_k, low=1, integer=True)
     check_range("hist_delta", hist_delta, low=0, high=1, low_open=True, high_open=True)
@@ -439,7 +438,7 @@ def _model_features(ratings, model, order, rows_of_item, buckets, score_edges):
     V = np.asarray(model.item_embeddings, np.float64)
     users = np.asarray(ratings.user, np.int64)[order]
     rows = rows_of_item[np.asarray(ratings.item)[order]]
-    thr = float(cfg.positive_threshold)
+    thr = float(cfg.data.positive_threshold)
     cand = np.flatnonzero(np.asarray(ratings.value)[order] > thr)
     # a history is a set: only a pair's first liked rating adds the item (re-ratings don't)
     _, first = np.unique(users[cand] * V.shape[0] + rows[cand], return_index=True)

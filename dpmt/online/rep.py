@@ -49,6 +49,7 @@ acceptance minimum ``∝ 1/((1−ρ)a)`` (usually far below ``W``). Lemma 11 onl
 
 from __future__ import annotations
 
+import decimal
 import math
 
 import numpy as np
@@ -113,7 +114,6 @@ def acceptance_delta_exact(a: float, D: int, digits: int = 60, share: float = 0.
     """δ at ``ε_acc = (1 − share)a`` by enumerating every count ``c ∈ [0, D]`` and shift
     ``|j| ≤ 2``, in ``digits``-digit decimal arithmetic (the float formula cancels
     catastrophically)."""
-    import decimal
     ctx = decimal.Context(prec=digits)
     Dec = decimal.Decimal
     e_acc = ctx.multiply(Dec(repr(float(a))), 1 - Dec(repr(float(share))))

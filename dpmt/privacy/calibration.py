@@ -28,6 +28,7 @@ import logging
 import math
 
 import dp_accounting
+from scipy import optimize
 
 from dpmt.errors import ConfigError, PrivacyBudgetError, check_range
 from dpmt.privacy.ledger import Release, accounted_delta, epsilon_of, make_accountant
@@ -198,7 +199,6 @@ def _refine(plan: list[PlannedRelease], guess: float, epsilon: float, delta: flo
             accountant: str, tol: float) -> float:
     """The smallest scale (to ``tol`` relative) whose releases have
     :func:`~dpmt.privacy.ledger.epsilon_of` ≤ ``epsilon``, bracketed from ``guess``."""
-    from scipy import optimize
 
     def gap(scale: float) -> float:
         return epsilon_of([p.release(scale) for p in plan], delta, accountant) - epsilon

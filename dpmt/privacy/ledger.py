@@ -68,6 +68,7 @@ import dp_accounting
 
 from dpmt._io import atomic_write_text
 from dpmt.errors import ConfigError, PrivacyBudgetError, check_range
+from dpmt.privacy.discrete_gaussian import discrete_gaussian_pld
 
 PRIVACY_UNIT = "one user (add/remove-one): all ratings of a user are protected together"
 
@@ -347,8 +348,6 @@ def privacy_loss_distribution(releases: Iterable[Release]):
     (:func:`~dpmt.privacy.discrete_gaussian.discrete_gaussian_pld`).
     """
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
-
-    from dpmt.privacy.discrete_gaussian import discrete_gaussian_pld
 
     gauss: dict[tuple[float, float | None], int] = {}
     discrete: dict[tuple[float, int], int] = {}

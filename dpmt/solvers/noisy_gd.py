@@ -33,12 +33,11 @@ Per-user clipping is vectorised, never a Python loop over users:
   ``‖g_j‖² = ‖u_j‖² Σ_i (w_ij ℓ'_ij)²`` — a segment sum over users of per-rating scalars — and
   the clipped sum's row ``i`` is ``Σ_j s_j w_ij ℓ'_ij u_j``, one batched product per bucket
   chunk. No per-user gradient tensors and no ``(nnz, d)`` array. :func:`noisy_gd` on one
-  device runs it as :func:`fast_clipped_sum`: two passes per step over cache-sized row blocks
-  (the norms as row sums over the user layout, which gathers the small item table; then the
-  clipped rows over the task layout, long item rows in segments), the slots' weights and
-  labels gathered once per call. Where the time goes (``experiments/noisy_gd_profile.py``):
-  the two gathers of a d-vector per rating and step — 20 steps read every rating's u_j and
-  v_i 20 times each, where SSP's statistics read u_j once.
+  device runs it as :func:`fast_clipped_sum` (:mod:`dpmt.solvers.gd_blocks`): U is fixed
+  through the item step, so its rows are gathered into the task layout's slots once per
+  call and each step is two batched products over contiguous blocks, only scalars (norms,
+  clip factors) moving between item and user order. The parent kernel gathered u_j and v_i
+  per rating at every step (``experiments/noisy_gd_profile.py``).
 * any encoder with a *user layout* (rows = users): per-user gradients by
   ``jax.vmap(jax.grad(user_loss))`` over micro-batches of padded user rows, clipped and
   summed inside a ``lax.scan`` (memory: micro-batch × parameter count).
@@ -52,15 +51,16 @@ import dp_accounting
 import jax
 import jax.numpy as jnp
 import optax
+from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from dpmt.errors import ConfigError, check_range
 from dpmt.solvers import noise, sharding
 from dpmt.solvers.encoders import EmbeddingEncoder
-from dpmt.solvers.gd_blocks import _check_user_layout, fast_clipped_sum, prepare_steps
+from dpmt.solvers.gd_blocks import _check_user_layout, fast_clipped_sum, keep_scratch, prepare_steps
+from dpmt.solvers.layout import (DEFAULT_MAX_CHUNK_BYTES, Chunk, Layout, count_trace, gather_slots,
+                                 require_unsegmented)
 from dpmt.solvers.losses import Loss, squared_loss
-from dpmt.solvers.layout import (DEFAULT_MAX_CHUNK_BYTES, Chunk, Layout, count_trace,
-                                 gather_slots, require_unsegmented)
 
 _HI = jax.lax.Precision.HIGHEST
 
@@ -425,11 +425,7 @@ def make_noisy_gd_step(encoder, optimizer: optax.GradientTransformation, *,
     def step(params, opt_state, layout, X, weights, labels, key, clip_norm, noise_multiplier,
              sampling_rate, reg, num_users, extra_quadratic=None):
         if mesh is not None:
-            # one input sharding every call (replicated), or each new placement of V / U /
-            # the optimizer state would compile the step again
-            from jax.sharding import NamedSharding, PartitionSpec
-
-            rep = NamedSharding(mesh, PartitionSpec())
+            rep = NamedSharding(mesh, P())
             (params, opt_state, X, weights, labels, key, extra_quadratic) = jax.device_put(
                 (params, opt_state, X, weights, labels, key, extra_quadratic), rep)
         g = _noisy_gradient(encoder, params, layout, X, weights, labels, key, clip_norm,
@@ -485,9 +481,9 @@ def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array |
         (items for the fast path, users for the generic one). Sample mask, noise and update
         are computed replicated from the same key: the same result on any number of devices.
       user_layout: optional user layout (:func:`~dpmt.solvers.layout.user_layout`) of the same
-        ratings as the task layout ``layout`` (embedding path, one device): the per-user
-        norms are then row sums over it (the gathered rows are the small item table, no
-        scatter). Changes nothing but the summation order.
+        ratings as the task layout ``layout`` (embedding path, one device): without
+        pre-gathered rows (``gd_blocks.PREGATHER_BYTES = 0``) the per-user norms are row sums
+        over it. Changes nothing but the summation order.
       aggregate: sharded data (:mod:`dpmt.solvers.collectives`): a function summing an array
         over the processes, each of which holds only its own users' ratings; every step's
         clipped sum is ``aggregate``-d before the one noise draw (embedding path, full batch,
@@ -495,11 +491,11 @@ def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array |
         sensitivity G are those of one process holding everyone.
 
     On one device the embedding path runs :func:`fast_clipped_sum`: the slots' weights,
-    labels and ``‖x_j‖²`` are gathered once per call (:func:`prepare_steps`), and each step
-    makes two passes over cache-sized blocks (the per-user norms, then the clipped rows)
-    instead of gathering whole chunks of user rows twice. The clipped sum, the sample mask,
-    the noise and the number of steps are those of :func:`clipped_gradient_sum` /
-    :func:`noisy_gradient` (same key, same draws); only float32 summation order differs.
+    labels, ``‖x_j‖²`` and rows ``x_j`` are gathered into the task layout's slots once per
+    call (:func:`prepare_steps`, over the previous call's buffers), and each step is two
+    batched products over those blocks. The clipped sum, the sample mask, the noise and the
+    number of steps are those of :func:`clipped_gradient_sum` / :func:`noisy_gradient` (same
+    key, same draws); only float32 summation order differs.
 
     Returns:
       params (and opt_state if ``return_state``). Privacy: :func:`noisy_gd_dp_event`
@@ -530,7 +526,7 @@ def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array |
     if path == "embedding" and mesh is None and int(steps) > 0:
         if user_layout is not None:
             _check_user_layout(user_layout, layout)
-        data = prepare_steps(layout, user_layout, X, weights, labels)
+        data = prepare_steps(layout, user_layout, X, weights, labels, reuse=True)
         if aggregate is not None:
             for t in range(int(steps)):
                 k = jax.random.fold_in(key, t)
@@ -540,12 +536,13 @@ def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array |
                 g = _release_summed(encoder, params, jnp.asarray(rows), k, scalars[0],
                                     scalars[1], scalars[3], scalars[4], M)
                 params, opt_state = _apply_optimizer(optimizer, g, opt_state, params)
-            return (params, opt_state) if return_state else params
-        for t in range(int(steps)):
-            g = _fast_noisy_gradient(encoder, params, layout, user_layout, X, data,
-                                     jax.random.fold_in(key, t), *scalars, M, loss=loss,
-                                     poisson=poisson)
-            params, opt_state = _apply_optimizer(optimizer, g, opt_state, params)
+        else:
+            for t in range(int(steps)):
+                g = _fast_noisy_gradient(encoder, params, layout, user_layout, X, data,
+                                         jax.random.fold_in(key, t), *scalars, M, loss=loss,
+                                         poisson=poisson)
+                params, opt_state = _apply_optimizer(optimizer, g, opt_state, params)
+        keep_scratch(layout, data)         # the next call writes its rows over these buffers
         return (params, opt_state) if return_state else params
     step = make_noisy_gd_step(encoder, optimizer, loss=loss, path=path, poisson=poisson,
                               microbatch_size=microbatch_size, mesh=mesh)

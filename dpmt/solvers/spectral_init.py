@@ -54,8 +54,10 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.sparse as sp
 
 from dpmt.errors import check_range
+from dpmt.solvers.ssp import symmetric_noise
 
 #: rows of the eigenvector block below this fraction of the largest row norm count as 0
 _ZERO_ROW = 1e-4
@@ -104,7 +106,6 @@ def cooccurrence(user, item, n_users: int, top) -> np.ndarray:
       n_users: number of users (rows of the implicit user × K matrix X, ``C = XᵀX``).
       top: int (K,) the item indices kept (:func:`top_items`), distinct.
     """
-    import scipy.sparse as sp
 
     user = np.asarray(user, np.int64)
     item = np.asarray(item, np.int64)
@@ -126,7 +127,6 @@ def release(C, key: jax.Array, sigma) -> jax.Array:
     triangle, diagonal included (``sigma = 0``: C itself, the non-private run): the
     :func:`spectral_noise_draws` ``(K)`` 64-bit normals of :mod:`dpmt.solvers.noise`.
     Traceable (the audit vmaps it over keys). float32 (K, K)."""
-    from dpmt.solvers.ssp import symmetric_noise
 
     C = jnp.asarray(C, jnp.float32)
     return C + symmetric_noise(key, C.shape[-1], jnp.asarray(sigma, jnp.float32))

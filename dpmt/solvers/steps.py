@@ -29,9 +29,18 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from dpmt.config import BASE_REG, TrainConfig
 from dpmt.errors import ConfigError
+from dpmt.solvers import encoders
+from dpmt.solvers import layout as layout_mod
+from dpmt.solvers import sharding, ssp
+from dpmt.solvers.noisy_gd import noisy_gd
+from dpmt.solvers.ssp import SOLVE_BLOCK_BYTES
+from dpmt.solvers.ssp import ssp_item_step as step
+from dpmt.solvers.ssp import ssp_solve, weighted_statistics
+from dpmt.solvers.user_step import solve_users
 
 log = logging.getLogger("dpmt.solvers.steps")
 
@@ -83,14 +92,12 @@ class Steps:
         """``x`` replicated on the mesh (once, not a host round trip per step)."""
         if self.mesh is None or x is None:
             return None if x is None else jnp.asarray(x)
-        from dpmt.solvers import sharding
 
         return sharding.replicate(np.asarray(x), self.mesh)
 
     def released_gramian(self, U, key, sigma) -> jax.Array:
         """Ĝ_U = Π(Σ_j u_j u_jᵀ + E) (:func:`dpmt.solvers.ssp.noisy_gramian`), the sum over
         every process's users with sharded data."""
-        from dpmt.solvers import ssp
 
         if self.aggregate is None:
             return ssp.noisy_gramian(U, key, sigma)
@@ -107,10 +114,7 @@ class Steps:
                   cg_steps=cfg.cg_steps,
                   U0=U_prev if cfg.warm_starts_users else None)
         if self.mesh is None:
-            from dpmt.solvers.user_step import solve_users
-
             return solve_users(self.users, V, labels=self.labels, **kw)
-        from dpmt.solvers import sharding
 
         return sharding.sharded_solve_users(self.mesh, self.users, V, labels=self.labels, **kw)
 
@@ -121,7 +125,6 @@ def estimate_bytes(n_users: int, n_items: int, nnz: int, dim: int) -> int:
     item step's output (3 float32 (n+m, d) arrays, twice for the step's working copies),
     the d × d systems of one solve block (32 MiB) plus a few shared d × d matrices, and the
     two bucketed layouts with weights (~50 bytes per rating, padding included)."""
-    from dpmt.solvers.ssp import SOLVE_BLOCK_BYTES
 
     d = int(dim)
     factors = 6 * 4 * d * (int(n_users) + int(n_items))
@@ -146,7 +149,6 @@ def build_steps(cfg: TrainConfig, train, weights, *, labels=None, devices: int =
       aggregate: sharded data (this process holds only its own users): the sum over the
         processes that the item step applies to its statistics before the noise.
     """
-    from dpmt.solvers import layout as layout_mod
     if cfg.reg is None:          # fit() resolves it by rule first; a direct caller gets λ = 3
         cfg = cfg.replace(reg=BASE_REG)
     segment = layout_mod.SEGMENT_WIDTH if segment_items and devices == 1 else None
@@ -154,8 +156,6 @@ def build_steps(cfg: TrainConfig, train, weights, *, labels=None, devices: int =
     users = layout_mod.user_layout(train, dim=cfg.dim)
     mesh = None
     if devices > 1:
-        from dpmt.solvers import sharding
-
         sharding.request_devices(devices)
         mesh = sharding.make_mesh(devices)
         users = sharding.shard_layout(users, mesh)
@@ -175,7 +175,7 @@ def ssp_item_step(steps: Steps) -> ItemStep:
     noisy item systems are made well-posed (``psd=`` of :func:`dpmt.solvers.ssp.ssp_solve`:
     "project", "shift" or "cg"; "cg" starts from the previous, released V)."""
     reg = steps.cfg.reg
-    psd = steps.cfg.item_solve
+    psd = steps.cfg.ssp.item_solve
     cg_steps = steps.cfg.cg_steps
 
     def init(key, V) -> ItemState:
@@ -183,22 +183,15 @@ def ssp_item_step(steps: Steps) -> ItemStep:
 
     def update(state, V, U, key, noise: ItemNoise, extra=None, num_users=None):
         if steps.aggregate is not None:
-            # sharded data: every process's exact statistics summed, then one noise draw
-            from dpmt.solvers.ssp import ssp_solve, weighted_statistics
-
             A, b = weighted_statistics(steps.items, U, steps.weights, steps.labels)
             V_new = ssp_solve(jnp.asarray(steps.aggregate(A)), jnp.asarray(steps.aggregate(b)),
                               key, noise.sigma_A, noise.sigma_b, reg, extra=extra, psd=psd,
                               x0=V, cg_steps=cg_steps)
         elif steps.mesh is None:
-            from dpmt.solvers.ssp import ssp_item_step as step
-
             V_new = step(steps.items, U, steps.weights, steps.labels, key, noise.sigma_A,
                          noise.sigma_b, reg, extra=extra, psd=psd, x0=V,
                          cg_steps=cg_steps)
         else:
-            from dpmt.solvers import sharding
-
             V_new = sharding.sharded_ssp_item_step(
                 steps.mesh, steps.items, U, steps.weights, steps.labels, key, noise.sigma_A,
                 noise.sigma_b, reg, extra=extra, psd=psd, x0=V,
@@ -211,7 +204,6 @@ def ssp_item_step(steps: Steps) -> ItemStep:
 def item_encoder(cfg: TrainConfig, n_items: int, item_features=None):
     """The flax item encoder of noisy GD: an embedding table, or an MLP over public item
     features (checked: a finite (n_items, f) array)."""
-    from dpmt.solvers import encoders
 
     if not cfg.gd.uses_mlp:
         return encoders.EmbeddingEncoder(n_items=n_items, dim=cfg.dim)
@@ -232,7 +224,6 @@ def gd_initial_state(cfg: TrainConfig, n_items: int, item_features, key) -> Item
     a checkpoint)."""
     if not cfg.gd.uses_mlp:
         return ItemState()
-    from dpmt.solvers import encoders
 
     enc = item_encoder(cfg, n_items, item_features)
     return ItemState(encoders.init_encoder(enc, jax.random.fold_in(key, 99)))
@@ -241,10 +232,6 @@ def gd_initial_state(cfg: TrainConfig, n_items: int, item_features, key) -> Item
 def gd_item_step(steps: Steps, n_items: int, item_features=None) -> ItemStep:
     """Noisy GD (Algorithm 2) as an :class:`ItemStep`; the state is the encoder's
     parameters (an embedding table is re-read from V at every iteration, an MLP persists)."""
-    import optax
-
-    from dpmt.solvers import encoders
-    from dpmt.solvers.noisy_gd import noisy_gd
 
     cfg, g = steps.cfg, steps.cfg.gd
     optimizer = getattr(optax, g.optimizer)(g.learning_rate)   # OPTIMIZERS are optax names

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+from flax import serialization
 
 from dpmt._io import atomic_save_npz
 from dpmt.errors import DataError
@@ -62,8 +63,6 @@ class Checkpoint:
              history: list[dict], *, config_fingerprint: str, data_fingerprint: str,
              noise: NoiseSource, label_offset: float | None = None, item_offsets=None,
              selected_items=None, users=None) -> None:
-        from flax import serialization
-
         arrays = {"version": np.array(CHECKPOINT_VERSION),
                   "noise": np.array(json.dumps(noise.to_private_state())),
                   "V": np.asarray(state.V), "iteration": np.array(state.iteration),
@@ -96,7 +95,6 @@ class Checkpoint:
              item_state_template: ItemState) -> dict | None:
         """The saved state, or None if there is no checkpoint. Refuses (DataError) a file
         that cannot be read, one of another config or data, or one of an older format."""
-        from flax import serialization
 
         if not self.path.exists():
             return None

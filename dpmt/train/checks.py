@@ -9,21 +9,21 @@ in memory: enforced here, at the one entry point every path goes through (the CL
 from __future__ import annotations
 
 import math
-
 import os
+import warnings
 
 import numpy as np
 
 from dpmt.config import ExecutionConfig, TrainConfig
+from dpmt.data.ratings import Ratings
+from dpmt.data.splits import EvalSet
 from dpmt.errors import ConfigError, DataError
 from dpmt.registry import TASKS
+from dpmt.solvers.steps import estimate_bytes
 from dpmt.train.plan import PrivacyPlan, beta_of
 
 
 def check_inputs(train, config, execution, validation, test):
-    from dpmt.data.ratings import Ratings
-    from dpmt.data.splits import EvalSet
-
     if not isinstance(train, Ratings):
         raise DataError(f"fit() trains on a dpmt.data.Ratings (got {type(train).__name__}); "
                         "build one with dpmt.data.load(...) or Ratings.from_raw(...)")
@@ -53,7 +53,7 @@ def check_inputs(train, config, execution, validation, test):
     if not np.all(np.isfinite(np.asarray(train.value, np.float64))):
         raise DataError("the training ratings contain NaN or infinite values")
     if TASKS[cfg.task].labelled:
-        lo, hi = cfg.rating_bounds
+        lo, hi = cfg.data.rating_bounds
         v = np.asarray(train.value, np.float64)
         if v.min() < lo or v.max() > hi:
             raise DataError(f"ratings must lie in the rating range [{lo:g}, {hi:g}] that the "
@@ -64,7 +64,6 @@ def check_inputs(train, config, execution, validation, test):
 
 def check_memory(cfg: TrainConfig, train) -> None:
     """Refuse, before any release, a run that cannot fit in this machine's memory."""
-    from dpmt.solvers.steps import estimate_bytes
 
     need = estimate_bytes(train.n_users, train.n_items, train.nnz, cfg.dim)
     try:
@@ -80,13 +79,12 @@ def check_memory(cfg: TrainConfig, train) -> None:
 def warn_if_delta_protects_nobody(cfg: TrainConfig, noisy_n: float | None) -> None:
     """δ ≥ 1/n allows a mechanism that publishes one user's data outright: warn (n is the
     released noisy user count; nothing exact is read)."""
-    import warnings
 
-    if noisy_n is not None and noisy_n > 0 and cfg.delta >= 1.0 / noisy_n:
+    if noisy_n is not None and noisy_n > 0 and cfg.privacy.delta >= 1.0 / noisy_n:
         # a power of ten at least 10× below 1/n̂ (a fixed suggestion would itself be ≥ 1/n
         # on large data: 1e-5 is, from 100,000 users on)
         suggest = 10.0 ** (math.floor(math.log10(1.0 / noisy_n)) - 1)
-        warnings.warn(f"δ = {cfg.delta:g} is at least 1/n̂ (n̂ ≈ {noisy_n:.0f} users): an "
+        warnings.warn(f"δ = {cfg.privacy.delta:g} is at least 1/n̂ (n̂ ≈ {noisy_n:.0f} users): an "
                       "(ε, δ) guarantee with δ ≥ 1/n allows publishing some user's data "
                       f"outright; use δ well below 1/n (e.g. --delta {suggest:g})",
                       stacklevel=3)

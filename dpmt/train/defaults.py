@@ -150,18 +150,19 @@ def resolve(cfg, noisy_users: float | None):
     # privacy (ItemMethod.equivalent_releases), so the plan made before n̂ still holds
     cfg, why = SOLVERS[cfg.solver].default_settings(cfg, noisy_users)
     if WEIGHTINGS[cfg.weights].by_rule and cfg.private:
-        w = weights_for(noisy_users, cfg.epsilon)
+        w = weights_for(noisy_users, cfg.privacy.epsilon)
         cfg = cfg.replace(weights=w)
-        why.append(("weights", w, f"n̂·ε = {float(noisy_users or 0):.0f}·{cfg.epsilon:g} "
+        eps = cfg.privacy.epsilon
+        why.append(("weights", w, f"n̂·ε = {float(noisy_users or 0):.0f}·{eps:g} "
                                   f"{'<' if w == 'uniform' else '≥'} {WEIGHTS_SCALE:g}"))
     if cfg.reg is None:
-        lam, reason = _reg(noisy_users, cfg.epsilon, cfg.private, cfg.solver, cfg.task)
+        lam, reason = _reg(noisy_users, cfg.privacy.epsilon, cfg.private, cfg.solver, cfg.task)
         cfg = cfg.replace(reg=lam)
         why.append(("reg", lam, reason))
     if cfg.popularity_prior is None and not TASKS[cfg.task].ranking:
         cfg = cfg.replace(popularity_prior=0.0)   # nothing is ranked: no prior, no rule
     if cfg.popularity_prior is None:
-        eta, reason = _prior(noisy_users, cfg.epsilon, cfg.private, cfg.solver, cfg.weights)
+        eta, reason = _prior(noisy_users, cfg.privacy.epsilon, cfg.private, cfg.solver, cfg.weights)
         cfg = cfg.replace(popularity_prior=eta)
         why.append(("popularity_prior", eta, reason))
     return cfg, why
@@ -177,7 +178,7 @@ def rating_factors(cfg, noisy_users: float | None) -> tuple[bool, str]:
     plan's either way; the choice reads only the released n̂."""
     if not cfg.private:
         return True, "non-private"
-    n_eps = max(float(noisy_users or 0.0), 1.0) * cfg.epsilon
+    n_eps = max(float(noisy_users or 0.0), 1.0) * cfg.privacy.epsilon
     on = n_eps >= RATING_FACTORS_SCALE
     return on, f"n̂·ε = {n_eps:.0f} {'≥' if on else '<'} {RATING_FACTORS_SCALE:g}"
 

@@ -101,21 +101,21 @@ def evaluate_ratings(model, train, eval_set) -> dict:
     from dpmt.metrics import rmse
     from dpmt.labels import bias_refit, refit_user_offsets, user_step_labels
 
-    cfg = model.config
+    cfg, scorer = model.config, model.scorer
     buckets, counts = _buckets(train)
     hist = eval_set.history
     # each user's own offsets, from their history only (dpmt.labels.user_step_labels)
-    feats = model.user_features()
-    labels, off, resid = user_step_labels(hist.value, model.offsets(hist.item), hist.user,
+    feats = scorer.user_features()
+    labels, off, resid = user_step_labels(hist.value, scorer.offsets(hist.item), hist.user,
                                           hist.item, hist.n_users, cfg, feats)
-    U = model.user_embeddings(hist, labels=labels)
+    U = scorer.user_embeddings(hist, labels=labels)
     if bias_refit(cfg):          # refitted to the residual of u_j, as in training
         off = refit_user_offsets(resid, hist.user, hist.item, hist.n_users, U,
                                  model.item_embeddings, cfg, feats)
     tg = eval_set.targets
     m = rmse(U, model.item_embeddings, tg,
-             offset=model.offsets(tg.item) + off.per_rating(tg.user, tg.item),
-             item_buckets=buckets, clip=cfg.rating_bounds)
+             offset=scorer.offsets(tg.item) + off.per_rating(tg.user, tg.item),
+             item_buckets=buckets, clip=cfg.data.rating_bounds)
     _bucket_ranges(m, buckets, counts)
     m["privacy"] = model.privacy_summary()
     return m
@@ -156,7 +156,7 @@ def released_baselines(model, train, eval_set):
                                                          privacy)
         if model.item_offsets is not None:
             yield "private item offsets", mean_rating_metrics(
-                model.offsets(np.arange(model.n_items)), train, eval_set, privacy)
+                model.scorer.offsets(np.arange(model.n_items)), train, eval_set, privacy)
     elif model.item_counts is not None:
         yield "private popularity", private_popularity_metrics(model.item_counts, train,
                                                                eval_set, privacy)

@@ -175,9 +175,9 @@ def finish(run: TrainingRun) -> Model:
     from dpmt.train.defaults import explain
 
     cfg, model_cfg, counts = run.cfg, run.model_cfg, run.noisy_counts
-    if cfg.dataset == DEFAULT_DATASET and not str(run.train.name).startswith(cfg.dataset):
+    if cfg.data.dataset == DEFAULT_DATASET and not str(run.train.name).startswith(cfg.data.dataset):
         # trained from Python on other data, the config's dataset left at its default
-        model_cfg = model_cfg.replace(dataset=data_label(run.train.name))
+        model_cfg = model_cfg.replace(data=dict(dataset=data_label(run.train.name)))
     if counts is None and not cfg.private and (model_cfg.uses_popularity_prior
                                                or slopes(model_cfg)):
         counts = run.train.item_counts()        # non-private (ε = ∞): the exact counts
@@ -206,7 +206,7 @@ def finish(run: TrainingRun) -> Model:
 
 
 #: TrainConfig's default dataset: a config that names it may not have been trained on it
-DEFAULT_DATASET = TrainConfig().dataset
+DEFAULT_DATASET = TrainConfig().data.dataset
 
 
 def data_label(name: str) -> str:

@@ -137,7 +137,7 @@ def releases_counts(cfg: TrainConfig) -> bool:
 
 def partition_delta(cfg: TrainConfig) -> float:
     """δ_ps of private partition selection: :data:`PARTITION_DELTA_SHARE`·δ."""
-    return PARTITION_DELTA_SHARE * float(cfg.delta)
+    return PARTITION_DELTA_SHARE * float(cfg.privacy.delta)
 
 
 def sampler_delta(draws: int, noise_multiplier: float | None = None, count: int = 1) -> float:
@@ -220,11 +220,11 @@ def planned_releases(cfg: TrainConfig, *, select_items: bool = False,
     if labelled:
         # the private global mean: each user capped at k ratings clipped to [low, high] on
         # the lattice, so the sum moves by ≤ k·L lattice units and the count by ≤ k
-        lo, hi = cfg.rating_bounds
+        lo, hi = cfg.data.rating_bounds
         rel_sum, rel_cnt = mean_releases(k, lo, hi, 1.0, 1.0)
         # μ̂ only centres the labels: the user biases and the offsets' prior absorb its error,
         # so it takes MEAN_NOISE_RATIO times the counts' noise (a small share of the budget)
-        ratio = cfg.count_noise_ratio * MEAN_NOISE_RATIO
+        ratio = cfg.privacy.count_noise_ratio * MEAN_NOISE_RATIO
         plan.append(_planned(rel_sum, noise_ratio=ratio))
         plan.append(_planned(rel_cnt, noise_ratio=ratio))
     if releases_counts(cfg) or (cfg.private and select_items):
@@ -233,21 +233,21 @@ def planned_releases(cfg: TrainConfig, *, select_items: bool = False,
             delta_ps = (partition_delta(cfg) if partition_delta_ps is None
                         else float(partition_delta_ps))
         plan.append(_planned(counts_release(k, 1.0, include_user_count=True, delta=delta_ps),
-                             noise_ratio=cfg.count_noise_ratio,
-                             noise_multiplier=cfg.count_noise_multiplier))
+                             noise_ratio=cfg.privacy.count_noise_ratio,
+                             noise_multiplier=cfg.privacy.count_noise_multiplier))
     if cfg.private and cfg.rating_offsets:
         plan.append(_planned(item_offsets_release(k, cfg.label_clip, 1.0),
-                             noise_ratio=cfg.count_noise_ratio))
+                             noise_ratio=cfg.privacy.count_noise_ratio))
     if cfg.private and cfg.spectral_start:
         # after the counts (it ranks items by them), before the iterations; σ on the upper
         # triangle as for the noisy Gramian
         plan.append(continuous("spectral_init", spectral_sensitivity(),
-                               noise_ratio=cfg.spectral_noise_ratio))
+                               noise_ratio=cfg.privacy.spectral_noise_ratio))
     item = method_of(cfg).releases(cfg)
     for t in range(cfg.iterations):
         if cfg.gravity > 0:
             plan.append(continuous(f"iter{t}/gramian", gramian_sensitivity(cfg.user_clip),
-                                   noise_ratio=cfg.gram_noise_ratio))
+                                   noise_ratio=cfg.privacy.gram_noise_ratio))
         for r in item:                       # the method's releases, named for iteration t
             name = f"iter{t}/{r.name}"
             n = int(draws.get(name, 0))
@@ -281,7 +281,7 @@ def make_plan(cfg: TrainConfig, *, select_items: bool = False,
     for _ in range(8):
         planned = planned_releases(cfg, select_items=select_items, draws=draws, edge=edge,
                                    partition_delta_ps=partition_delta_ps)
-        cal = calibrate(planned, cfg.epsilon, cfg.delta, cfg.accountant)
+        cal = calibrate(planned, cfg.privacy.epsilon, cfg.privacy.delta, cfg.privacy.accountant)
         need = {r.name: sampler_delta(r.draws, r.noise_multiplier, r.count)
                 - sampler_delta(r.draws) for r in cal.releases if r.draws}
         if all(v <= edge.get(name, 0.0) for name, v in need.items()):
@@ -339,4 +339,5 @@ def resolved_plan(plan: PrivacyPlan, cfg: TrainConfig, model_cfg: TrainConfig
     if not changed:
         return plan
     new = dataclasses.replace(plan, iterations=tuple(iterations))
-    return new if epsilon_of(new.releases(), cfg.delta, cfg.accountant) <= cfg.epsilon else None
+    return new if epsilon_of(new.releases(), cfg.privacy.delta,
+                             cfg.privacy.accountant) <= cfg.privacy.epsilon else None

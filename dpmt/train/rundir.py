@@ -24,13 +24,19 @@ from pathlib import Path
 
 import numpy as np
 
-from dpmt._io import atomic_write_json, atomic_write_text, check_output_path
+from dpmt._io import atomic_write_json, atomic_write_text, check_output_path, jsonable
 from dpmt.config import ExecutionConfig, TrainConfig
+from dpmt.data import (binarize, heldout_users_split, item_features_for, load, per_user_split,
+                       random_split)
+from dpmt.data.loaders import parse_columns, parse_rating_range
+from dpmt.data.splits import filter_min_counts
 from dpmt.errors import ConfigError, DataError
 from dpmt.model import Model
 from dpmt.model_files import MODEL_FILE, SHARED_DIR, TRAINER_DIR
-from dpmt.train.checkpoint import CHECKPOINT_FILE
 from dpmt.registry import TASKS
+from dpmt.train.checkpoint import CHECKPOINT_FILE
+from dpmt.train.evaluate import mean_rating_metrics, popularity_metrics, released_baselines
+from dpmt.train.loop import fit
 from dpmt.train.methods import method_of
 from dpmt.train.plan import make_plan
 
@@ -60,60 +66,53 @@ def prepare_data(cfg: TrainConfig, execution: ExecutionConfig | None = None):
     ``Ratings.implicit``); everything else holds ratings, and ratings above
     ``positive_threshold`` are the positives.
     """
-    from dpmt.data import binarize, load
-    from dpmt.data.loaders import parse_columns, parse_rating_range
 
     ex = execution or ExecutionConfig()
 
     kw = {}
-    if cfg.columns is not None:
-        kw["columns"] = parse_columns(cfg.columns)
-    if cfg.rating_range != "auto":
-        kw["rating_range"] = parse_rating_range(cfg.rating_range)
-    if cfg.on_duplicate != "error":
-        kw["on_duplicate"] = cfg.on_duplicate
-    if cfg.items is not None:
-        kw["items"] = cfg.items
-    r = load(cfg.dataset, data_dir=ex.data_dir, progress=ex.progress, **kw)
+    if cfg.data.columns is not None:
+        kw["columns"] = parse_columns(cfg.data.columns)
+    if cfg.data.rating_range != "auto":
+        kw["rating_range"] = parse_rating_range(cfg.data.rating_range)
+    if cfg.data.on_duplicate != "error":
+        kw["on_duplicate"] = cfg.data.on_duplicate
+    if cfg.data.items is not None:
+        kw["items"] = cfg.data.items
+    r = load(cfg.data.dataset, data_dir=ex.data_dir, progress=ex.progress, **kw)
     if TASKS[cfg.task].labelled:
         if r.implicit:      # decided by the source (synthetic, no rating column), not the name
-            raise DataError(f"{cfg.dataset} is implicit feedback (every value 1): the rating "
+            raise DataError(f"{cfg.data.dataset} is implicit feedback (every value 1): the rating "
                             "task needs ratings (e.g. ml-100k, explicit-synthetic, or a file "
                             "with a rating column)")
-        return SPLITTERS[cfg.split](cfg, r)
+        return SPLITTERS[cfg.data.split](cfg, r)
     # synthetic data and files without a rating column are events: every entry a positive;
     # binarize refuses (with the threshold named) a file with no rating above it
-    implicit = r.implicit or cfg.dataset.startswith("synthetic")
-    pos = r if implicit else binarize(r, cfg.positive_threshold)
-    split = SPLITTERS[cfg.split](cfg, pos)
+    implicit = r.implicit or cfg.data.dataset.startswith("synthetic")
+    pos = r if implicit else binarize(r, cfg.data.positive_threshold)
+    split = SPLITTERS[cfg.data.split](cfg, pos)
     if split.train.n_users < 2 or split.train.n_items < 2:
-        raise DataError(f"{cfg.dataset}: {split.train.n_users} users × {split.train.n_items} "
+        raise DataError(f"{cfg.data.dataset}: {split.train.n_users} users × {split.train.n_items} "
                         "items after the split is too small to train or to protect anyone")
     return split
 
 
 def _per_user(cfg: TrainConfig, r):
-    from dpmt.data import per_user_split
-
-    return per_user_split(r, fractions=cfg.split_fractions, seed=cfg.seed)
+    return per_user_split(r, fractions=cfg.data.split_fractions, seed=cfg.data.seed)
 
 
 def _heldout_users(cfg: TrainConfig, r):
-    from dpmt.data import heldout_users_split
-    from dpmt.data.splits import filter_min_counts
-
     r = filter_min_counts(r, min_user=5)
-    if cfg.heldout_fraction is not None:       # exactly neighbour-stable
-        return heldout_users_split(r, validation_fraction=cfg.heldout_fraction,
-                                   test_fraction=cfg.heldout_fraction, seed=98765 + cfg.seed)
-    return heldout_users_split(r, n_validation=cfg.heldout_users, n_test=cfg.heldout_users,
-                               seed=98765 + cfg.seed)
+    if cfg.data.heldout_fraction is not None:       # exactly neighbour-stable
+        return heldout_users_split(r, validation_fraction=cfg.data.heldout_fraction,
+                                   test_fraction=cfg.data.heldout_fraction,
+                                   seed=98765 + cfg.data.seed)
+    return heldout_users_split(r, n_validation=cfg.data.heldout_users,
+                               n_test=cfg.data.heldout_users,
+                               seed=98765 + cfg.data.seed)
 
 
 def _random(cfg: TrainConfig, r):
-    from dpmt.data import random_split
-
-    return random_split(r, fractions=cfg.split_fractions, seed=1234 + cfg.seed)
+    return random_split(r, fractions=cfg.data.split_fractions, seed=1234 + cfg.data.seed)
 
 
 #: ``TrainConfig.split`` → the split of the loaded ratings (which tasks take which is the
@@ -210,9 +209,7 @@ def run(cfg: TrainConfig, out_dir: str | os.PathLike | None = None, *,
         split = prepare_data(cfg, ex)
         features = None
         if method_of(cfg).needs_item_features(cfg):
-            from dpmt.data import item_features_for
-
-            features = item_features_for(cfg.dataset, split.train, data_dir=ex.data_dir)
+            features = item_features_for(cfg.data.dataset, split.train, data_dir=ex.data_dir)
         es = split.test if eval_set == "test" else split.validation
         if out is not None:
             if overwrite and not resume:
@@ -232,8 +229,6 @@ def run(cfg: TrainConfig, out_dir: str | os.PathLike | None = None, *,
 
 
 def _fit(train, cfg, es, features, ex, out, resume):
-    from dpmt.train.loop import fit
-
     return fit(train, cfg, test=es, item_features=features, execution=ex,
                run_dir=None if out is None else trainer_dir(out), resume=resume)
 
@@ -241,7 +236,6 @@ def _fit(train, cfg, es, features, ex, out, resume):
 def baseline_metrics(model: Model, train, eval_set) -> dict:
     """Popularity (exact; not private) and, when the run released counts, private popularity
     (its noisy counts: free post-processing), on the same evaluation users."""
-    from dpmt.train.evaluate import mean_rating_metrics, popularity_metrics, released_baselines
 
     if TASKS[model.config.task].labelled:
         exact = float(np.mean(np.asarray(train.value, np.float64)))
@@ -271,7 +265,6 @@ def read_config(out: Path) -> TrainConfig:
 def write_run(model: Model, out: Path) -> None:
     """The trainer's metrics and log (``trainer/``), then the shareable model (``model/``,
     :meth:`Model.save`; its ``model.json`` last: the directory is a model from here on)."""
-    from dpmt._io import jsonable
 
     private = trainer_dir(out)
     private.mkdir(parents=True, exist_ok=True)

@@ -127,9 +127,10 @@ def setup(train, config: TrainConfig | None = None, *, validation=None, test=Non
                                                             charged_draws))
     # one secret for every process of a jax.distributed run (process 0's)
     src = shared_across_processes(noise if noise is not None
-                                  else NoiseSource.create(cfg.noise_seed))
-    ledger = None if plan is None else PrivacyLedger(cfg.delta, epsilon_budget=cfg.epsilon,
-                                                     accountant=cfg.accountant)
+                                  else NoiseSource.create(cfg.privacy.noise_seed))
+    ledger = None if plan is None else PrivacyLedger(cfg.privacy.delta,
+                                                     epsilon_budget=cfg.privacy.epsilon,
+                                                     accountant=cfg.privacy.accountant)
     ckpt = Checkpoint(run_dir) if run_dir is not None else None
     fingerprints = dict(config_fingerprint=cfg.fingerprint(),
                         data_fingerprint=data_fingerprint(train))
@@ -416,7 +417,7 @@ def release_mean(cfg: TrainConfig, plan, ledger, train, src: NoiseSource) -> flo
     range), or the exact mean for a non-private run."""
     from dpmt.privacy import private_mean
 
-    lo, hi = cfg.rating_bounds
+    lo, hi = cfg.data.rating_bounds
     if plan is None:
         return float(np.clip(np.mean(np.asarray(train.value, np.float64)), lo, hi))
     mean, _ = private_mean(train.value, train.user, low=lo, high=hi,

@@ -12,7 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from dpmt.config import TrainConfig
+from dpmt.data.splits import keyed_uniforms
 from dpmt.registry import WEIGHTINGS
+from dpmt.train.defaults import weights_for
 
 
 def compute_weights(cfg: TrainConfig, train, noisy_counts: np.ndarray | None,
@@ -26,14 +28,10 @@ def compute_weights(cfg: TrainConfig, train, noisy_counts: np.ndarray | None,
     if not cfg.private:
         return np.ones(train.nnz)
     if WEIGHTINGS[cfg.weights].by_rule:
-        from dpmt.train.defaults import weights_for
-
-        cfg = cfg.replace(weights=weights_for(noisy_n_users, cfg.epsilon))
+        cfg = cfg.replace(weights=weights_for(noisy_n_users, cfg.privacy.epsilon))
     scheme = WEIGHTINGS[cfg.weights]
     if scheme.reads_counts and noisy_counts is None:
         raise ValueError(f"weights={cfg.weights!r} read the released counts; none were given")
     if keyed:
-        from dpmt.data.splits import keyed_uniforms
-
         seed = keyed_uniforms(train, seed, "weights")
     return scheme.weights(cfg, train.user, train.item, noisy_counts, noisy_n_users, seed)

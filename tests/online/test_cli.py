@@ -8,6 +8,7 @@ import pytest
 
 from dpmt.apps import stream as cli
 from dpmt.online.predictors import jdp_available
+from dpmt.config import NonPrivate
 from experiments.online_separation import (main as sep_main, markdown_table,
                                            separation_experiment, summarise)
 
@@ -189,13 +190,14 @@ def planted_model(tmp_path_factory):
     f = _planted_file(root / "u.data")
     # noise_seed: the assertions below read this one model's quality (a fresh secret would
     # make them flaky)
-    cfg = dpmt.TrainConfig(dataset=str(f), epsilon=8.0, dim=3, iterations=2, seed=0,
-                           noise_seed=0, solver="ssp", weights="adaptive")
+    cfg = dpmt.TrainConfig(dim=3, iterations=2, solver="ssp", weights="adaptive",
+                           data=dict(dataset=str(f), seed=0), privacy=dict(epsilon=8.0,
+                                                                           noise_seed=0))
     pos = binarize(load(str(f), progress=False, items=np.arange(1, 41)),
-                   cfg.positive_threshold)
+                   cfg.data.positive_threshold)
     model = dpmt.fit(pos, cfg, execution=dpmt.ExecutionConfig(progress=False))
     out = model.save(root / "model")
-    return {"file": f, "model": out, "epsilon": model.epsilon, "delta": cfg.delta,
+    return {"file": f, "model": out, "epsilon": model.epsilon, "delta": cfg.privacy.delta,
             "n": 120 * 30}
 
 
@@ -284,7 +286,7 @@ def test_stream_model_errors(planted_model, tmp_path, capsys):
         (["--min-coverage", "2"], "--min-coverage must be in [0, 1]"),
     ]
     other = Model(item_embeddings=np.ones((5, 3), np.float32),
-                  item_ids=np.arange(9000, 9005), config=TrainConfig(private=False))
+                  item_ids=np.arange(9000, 9005), config=TrainConfig(privacy=NonPrivate()))
     other.save(tmp_path / "other")
     cases.append((["--features", "model", "--model", str(tmp_path / "other")],
                   "the model's item ids do not match"))

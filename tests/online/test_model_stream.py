@@ -4,7 +4,7 @@ score edges, item matching."""
 import numpy as np
 import pytest
 
-from dpmt.config import TrainConfig
+from dpmt.config import TrainConfig, route
 from dpmt.data import Ratings
 from dpmt.errors import ConfigError, DataError
 from dpmt.model import Model
@@ -16,7 +16,7 @@ def _model(m=30, d=4, seed=0, item_ids=None, **cfg):
     rng = np.random.default_rng(seed)
     V = rng.normal(0.3, 1.0, (m, d)).astype(np.float32)
     ids = np.arange(100, 100 + m) if item_ids is None else np.asarray(item_ids)
-    return Model(item_embeddings=V, item_ids=ids, config=TrainConfig(**cfg))
+    return Model(item_embeddings=V, item_ids=ids, config=TrainConfig(**route(cfg)))
 
 
 def _fold(model, n_users):
@@ -92,7 +92,7 @@ def test_model_stream_scores_are_model_fold_in_of_earlier_liked_ratings():
     histories = []
     for t, k in enumerate(rs.order):
         before = rs.order[:t][r.user[rs.order[:t]] == r.user[k]]
-        liked = before[r.value[before] > model.config.positive_threshold]
+        liked = before[r.value[before] > model.config.data.positive_threshold]
         histories.append(np.unique(r.item_ids[r.item[liked]]))   # a re-rating counts once
     U = model.fold_in_batch(histories)
     V = model.item_embeddings[model.item_index(r.item_ids[r.item[rs.order]])]

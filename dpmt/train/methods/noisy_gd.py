@@ -31,7 +31,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from dpmt.config import BASE_REG, PLANNED_GD_STEPS, WEIGHTS_SCALE, TrainConfig
+from dpmt.config import BASE_REG, WEIGHTS_SCALE, TrainConfig
+from dpmt.config_groups import PLANNED_GD_STEPS
 from dpmt.errors import ConfigError
 from dpmt.privacy import PlannedRelease, Release
 from dpmt.registry import WEIGHTINGS
@@ -116,7 +117,7 @@ class NoisyGDMethod(ItemMethod):
         g = cfg.gd
         if g.steps is not None:
             return cfg, []
-        n_eps = None if noisy_users is None else max(float(noisy_users), 1.0) * cfg.epsilon
+        n_eps = None if noisy_users is None else max(float(noisy_users), 1.0) * cfg.privacy.epsilon
         if not cfg.private or n_eps is None or g.sampling_rate is not None \
                 or n_eps < FAST_SCALE:
             why = ("no released n̂" if n_eps is None or not cfg.private else

@@ -33,7 +33,7 @@ class SSPMethod(ItemMethod):
     def releases(self, cfg: TrainConfig) -> list[PlannedRelease]:
         s_a, s_b = ssp_sensitivities(float(cfg.budget), cfg.user_clip, cfg.y_max)
         return [PlannedRelease("ssp_A", s_a),
-                PlannedRelease("ssp_b", s_b, noise_ratio=cfg.b_noise_ratio)]
+                PlannedRelease("ssp_b", s_b, noise_ratio=cfg.ssp.b_noise_ratio)]
 
     def draws(self, cfg: TrainConfig, n_items: int, n_features) -> list[int]:
         return list(ssp_noise_draws(n_items, cfg.dim))
