@@ -21,6 +21,10 @@ import math
 
 import numpy as np
 
+from dpmt.baselines import ease_score_fn, ease_weights
+from dpmt.data.stats import popularity_buckets
+from dpmt.labels import bias_refit, refit_user_offsets, user_step_labels
+from dpmt.metrics import item_score_fn, ranking_metrics, rmse
 from dpmt.privacy.ledger import PRIVACY_UNIT
 from dpmt.registry import TASKS
 
@@ -28,8 +32,6 @@ KS = (10, 20, 50)
 
 
 def _buckets(train, counts=None):
-    from dpmt.data.stats import popularity_buckets
-
     counts = train.item_counts() if counts is None else np.asarray(counts)
     return popularity_buckets(counts, min(5, max(1, train.n_items))), counts
 
@@ -39,7 +41,6 @@ def evaluate(model, train, eval_set, ks=KS, item_counts=None) -> dict:
     index space of ``train``), with the privacy summary. ``item_counts``: the exact training
     counts that define the popularity buckets (default: ``train``'s; sharded data: summed
     over the processes)."""
-    from dpmt.metrics import ranking_metrics
 
     buckets, counts = _buckets(train, item_counts)
     U = model.user_embeddings(eval_set.history)
@@ -51,8 +52,6 @@ def evaluate(model, train, eval_set, ks=KS, item_counts=None) -> dict:
 
 
 def _score_metrics(scores: np.ndarray, train, eval_set, ks) -> dict:
-    from dpmt.metrics import item_score_fn, ranking_metrics
-
     buckets, counts = _buckets(train)
     return ranking_metrics(None, None, eval_set.history, eval_set.targets, ks=ks,
                            item_buckets=buckets, score_fn=item_score_fn(scores),
@@ -62,8 +61,6 @@ def _score_metrics(scores: np.ndarray, train, eval_set, ks) -> dict:
 def ease_metrics(train, eval_set, reg: float, ks=KS, gram=None) -> dict:
     """The EASE baseline (:mod:`dpmt.baselines`; exact, not private) at ridge ``reg``
     (``gram``: :func:`~dpmt.baselines.ease_gram` of ``train``, for a grid of λ)."""
-    from dpmt.baselines import ease_score_fn, ease_weights
-    from dpmt.metrics import ranking_metrics
 
     buckets, counts = _buckets(train)
     fn = ease_score_fn(ease_weights(train, reg, gram), eval_set.history)
@@ -98,8 +95,6 @@ def evaluate_ratings(model, train, eval_set) -> dict:
     the user's own offsets b_j + ⟨w_j, f_i⟩ (refitted to the residual of u with
     ``user_offsets``: :mod:`dpmt.labels`); predictions μ̂ + b̂_i + b_j + ⟨w_j, f_i⟩ +
     ⟨u, v_i⟩ clipped to the rating range."""
-    from dpmt.metrics import rmse
-    from dpmt.labels import bias_refit, refit_user_offsets, user_step_labels
 
     cfg, scorer = model.config, model.scorer
     buckets, counts = _buckets(train)
@@ -125,7 +120,6 @@ def mean_rating_metrics(offset, train, eval_set, privacy: dict) -> dict:
     """A mean baseline: every rating of item i predicted as ``offset`` (a scalar: the global
     mean; or (m,) per item: global mean + item offsets). The run's released values are free
     post-processing (same ε); exact means are not private."""
-    from dpmt.metrics import rmse
 
     buckets, counts = _buckets(train)
     tg = eval_set.targets

@@ -48,12 +48,15 @@ import numpy as np
 
 from dpmt.config import ExecutionConfig, TrainConfig
 from dpmt.errors import ConfigError
+from dpmt.labels import refit_user_offsets, slopes
 from dpmt.model import Model
 from dpmt.privacy.randomness import NoiseSource
 from dpmt.registry import TASKS
 from dpmt.train.checkpoint import LoopState
-from dpmt.train.training_run import TrainingRun, charge, setup
+from dpmt.train.defaults import explain
+from dpmt.train.evaluate import combine_over_processes, evaluate, evaluate_ratings
 from dpmt.train.methods import method_of
+from dpmt.train.training_run import TrainingRun, charge, setup
 
 
 def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
@@ -153,7 +156,6 @@ def refitted_labels(run: TrainingRun, U, V):
     u_j (:func:`dpmt.labels.refit_user_offsets`; user j's own ratings and released values
     only). The clip keeps |y| ≤ c, the bound of the item step's sensitivity, whatever the
     user's offsets are."""
-    from dpmt.labels import refit_user_offsets
 
     cfg, train = run.cfg, run.train
     off = refit_user_offsets(run.base_labels, train.user, train.item, train.n_users, U, V, cfg,
@@ -171,8 +173,6 @@ def run_epsilon(run: TrainingRun) -> float:
 def finish(run: TrainingRun) -> Model:
     """The :class:`~dpmt.model.Model` of a run after its iterations, evaluated on its eval
     set when it has one."""
-    from dpmt.labels import slopes
-    from dpmt.train.defaults import explain
 
     cfg, model_cfg, counts = run.cfg, run.model_cfg, run.noisy_counts
     if cfg.data.dataset == DEFAULT_DATASET and not str(run.train.name).startswith(cfg.data.dataset):
@@ -191,8 +191,6 @@ def finish(run: TrainingRun) -> Model:
                   noise_reproducible=cfg.private and run.noise.reproducible)
     model.compile_seconds = _compile_seconds(run.history, run.t_loop - run.t_start)
     if run.eval_set is not None:
-        from dpmt.train.evaluate import combine_over_processes, evaluate, evaluate_ratings
-
         agg = run.steps.aggregate
         if agg is None:
             score = evaluate_ratings if TASKS[cfg.task].labelled else evaluate

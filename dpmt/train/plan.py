@@ -57,9 +57,10 @@ from dpmt.config import TrainConfig
 from dpmt.privacy import Calibration, PlannedRelease, Release, calibrate, epsilon_of
 from dpmt.privacy.mechanisms import (counts_release, item_offsets_release, mean_releases,
                                      partition_threshold)
-from dpmt.solvers.spectral_init import spectral_sensitivity
-from dpmt.solvers.ssp import gramian_sensitivity
 from dpmt.registry import TASKS, WEIGHTINGS
+from dpmt.solvers import noise
+from dpmt.solvers.spectral_init import spectral_noise_draws, spectral_sensitivity
+from dpmt.solvers.ssp import gramian_noise_draws, gramian_sensitivity
 from dpmt.train.methods import method_of
 
 #: the rating task's private mean μ̂: its noise relative to the counts' (count_noise_ratio)
@@ -149,7 +150,6 @@ def sampler_delta(draws: int, noise_multiplier: float | None = None, count: int 
     module does not provide them."""
     if not draws:
         return 0.0
-    from dpmt.solvers import noise
 
     tail = getattr(noise, "tail_delta", None)
     total = (tail(int(draws)) if tail is not None
@@ -173,8 +173,6 @@ def sampler_draws(cfg: TrainConfig, n_items: int, n_features: int | None = None
     :meth:`~dpmt.train.methods.ItemMethod.draws`). Public: a function of the config and the
     data's shape only.
     """
-    from dpmt.solvers.spectral_init import spectral_noise_draws
-    from dpmt.solvers.ssp import gramian_noise_draws
 
     if not cfg.private:
         return {}

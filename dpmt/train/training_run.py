@@ -31,19 +31,26 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpmt._io import check_output_path
 from dpmt.config import ExecutionConfig, TrainConfig
+from dpmt.data.adapters import as_ratings
+from dpmt.data.ratings import Ratings
+from dpmt.data.splits import EvalSet, keyed_cap_mask
 from dpmt.errors import ConfigError, DataError
-from dpmt.privacy import PrivacyLedger, private_counts
-from dpmt.privacy.mechanisms import select_items
+from dpmt.labels import bias_refit, item_statistics, rating_labels, user_step_labels
+from dpmt.privacy import PrivacyLedger, private_counts, private_mean
+from dpmt.privacy.mechanisms import private_item_offsets, select_items
 from dpmt.privacy.randomness import NoiseSource, shared_across_processes
 from dpmt.registry import TASKS
+from dpmt.runtime import limit_lapack_threads
+from dpmt.solvers import spectral_init as si
+from dpmt.solvers.collectives import process_sum
 from dpmt.train.checkpoint import Checkpoint, LoopState, data_fingerprint
 from dpmt.train.checks import (check_inputs, check_resumed_ledger, check_weight_budget,
                                warn_if_delta_protects_nobody)
-from dpmt.labels import bias_refit, item_statistics, rating_labels, user_step_labels
+from dpmt.train.defaults import explain, rating_factors, resolve
 from dpmt.train.methods import ItemMethod, initial_item_state, make_steps, method_of
-from dpmt.train.plan import (PrivacyPlan, make_plan, releases_counts, resolved_plan,
-                             sampler_draws)
+from dpmt.train.plan import PrivacyPlan, make_plan, releases_counts, resolved_plan, sampler_draws
 from dpmt.train.weights import compute_weights
 
 log = logging.getLogger("dpmt.train")
@@ -102,22 +109,17 @@ def setup(train, config: TrainConfig | None = None, *, validation=None, test=Non
     """The run of :func:`dpmt.train.loop.fit` up to its first iteration (its arguments are
     documented there). Everything that can fail on the data or the budget fails here, and
     the once-only releases are made and charged here."""
-    from dpmt.data.adapters import as_ratings
 
     train = as_ratings(train)           # a scipy.sparse matrix, a DataFrame, an Arrow Table
     cfg, ex, eval_set = check_inputs(train, config, execution, validation, test)
     if resume and run_dir is None:
         raise ConfigError("resume=True needs the run_dir whose checkpoint to continue")
     if run_dir is not None:
-        from dpmt._io import check_output_path
-
         check_output_path(run_dir, "run_dir", folder=True)   # before anything is released
     if noise is not None and not isinstance(noise, NoiseSource):
         raise ConfigError(f"noise must be a dpmt.privacy.randomness.NoiseSource (got "
                           f"{type(noise).__name__})")
     if ex.lapack_threads != 0:
-        from dpmt.runtime import limit_lapack_threads
-
         limit_lapack_threads(ex.lapack_threads)
     t_start = time.time()
     select = cfg.private and not getattr(train, "items_public", False)
@@ -187,8 +189,6 @@ def setup(train, config: TrainConfig | None = None, *, validation=None, test=Non
     # V (the release is already in the checkpoint's ledger: check_resumed_ledger)
     if cfg.spectral_start and not saved:
         V0 = spectral_start(cfg, plan, ledger, train, noisy_counts, V0, src.jax_key("spectral"))
-    # 5. auto settings from released statistics only (n̂, ε), the weights, the steps
-    from dpmt.train.defaults import explain, resolve
 
     model_cfg, why = resolve(cfg, noisy_n)
     if plan is not None:
@@ -201,8 +201,6 @@ def setup(train, config: TrainConfig | None = None, *, validation=None, test=Non
     # the rating task's factors: trained, or (small n̂·ε) the planned sweeps charged only
     factors = True
     if TASKS[cfg.task].labelled:
-        from dpmt.train.defaults import rating_factors
-
         factors, reason = rating_factors(model_cfg, noisy_n)
         why.append(("factors", "on" if factors else "off", reason))
         if not factors:
@@ -267,8 +265,6 @@ class _OnceReleases:
         rel, src = self.plan.counts, self.src
         keep = None
         if aggregate is not None:   # sharded data: the same cap on any split of the users
-            from dpmt.data.splits import keyed_cap_mask
-
             seed = int(src.numpy_rng("counts/keyed-cap").integers(0, 2**62))
             keep = keyed_cap_mask(train, self.cfg.effective_count_cap, seed)
         noisy_counts, noisy_n, _ = private_counts(
@@ -286,7 +282,6 @@ def _sum_over_processes(cfg: TrainConfig, ex: ExecutionConfig, train, run_dir):
     (ConfigError, before anything is released) what the summed path does not cover yet."""
     if not ex.sharded_data:
         return None
-    from dpmt.solvers.collectives import process_sum
 
     method = method_of(cfg)
     missing = [why for bad, why in (
@@ -326,8 +321,6 @@ def charge(ledger: PrivacyLedger | None, release) -> float:
 def restrict_items(train, eval_set, item_features, labels, keep: np.ndarray):
     """``train`` (and the eval set, features, labels) on the items of ``keep`` only: the
     privately selected item space, re-indexed 0..m'-1 in the original order."""
-    from dpmt.data.ratings import Ratings
-    from dpmt.data.splits import EvalSet
 
     keep = np.asarray(keep, bool)
     if int(keep.sum()) < 2:
@@ -361,7 +354,6 @@ def release_item_offsets(cfg: TrainConfig, plan, ledger, train, labels, noisy_co
     """b̂_i from private per-item sums of the centred labels (:func:`dpmt.privacy.mechanisms.
     private_item_offsets`); non-private, the exact damped item biases fitted jointly with the
     user biases (:func:`exact_item_offsets`)."""
-    from dpmt.privacy.mechanisms import private_item_offsets
 
     if plan is None:
         return exact_item_offsets(labels, train, cfg.label_clip,
@@ -403,7 +395,6 @@ def spectral_start(cfg: TrainConfig, plan, ledger, train, noisy_counts, V_random
     """V0 from the top eigenvectors of the noisy top-K co-occurrence
     (:mod:`dpmt.solvers.spectral_init`): K items by the released counts, the release
     charged here; a non-private run uses the exact counts and the exact co-occurrence."""
-    from dpmt.solvers import spectral_init as si
 
     counts = train.item_counts() if plan is None else noisy_counts
     top = si.top_items(counts, cfg.spectral_items)
@@ -415,7 +406,6 @@ def spectral_start(cfg: TrainConfig, plan, ledger, train, noisy_counts, V_random
 def release_mean(cfg: TrainConfig, plan, ledger, train, src: NoiseSource) -> float:
     """μ̂: the private global mean (each user capped at k ratings clipped to the rating
     range), or the exact mean for a non-private run."""
-    from dpmt.privacy import private_mean
 
     lo, hi = cfg.data.rating_bounds
     if plan is None:
