@@ -82,20 +82,11 @@ def solve_users(layout_by_user: Layout, V: jax.Array, labels: jax.Array | None =
                           "for users with fewer than d ratings)")
     if clip_norm is not None:
         check_range("clip_norm", clip_norm, low=0, low_open=True)
-    V = _committed(jnp.asarray(V, jnp.float32))
+    V = jnp.asarray(V, jnp.float32)
     U0 = check_start(U0, (layout_by_user.n_rows, V.shape[-1]), "U0", "user")
-    U0 = None if U0 is None else _committed(U0)
     return _solve_users(layout_by_user, V, labels, weights, jnp.float32(reg),
                         jnp.float32(alpha0), None if clip_norm is None else jnp.float32(clip_norm),
                         U0, cg_steps=check_cg_steps(cg_steps))
-
-
-def _committed(x: jax.Array) -> jax.Array:
-    """``x`` committed to its device (no copy). A jitted function's compiled code is cached
-    by its inputs' placement too: the first iteration's V (and the CG user step's first U0)
-    come uncommitted, later ones committed, and XLA compiled the same step again (5 s at
-    3k users). Always committed, the user step compiles once per solve."""
-    return x if x.committed else jax.device_put(x, next(iter(x.devices())))
 
 
 def system_base(V: jax.Array, reg, alpha0) -> jax.Array:
