@@ -29,11 +29,7 @@ def _listen():
 
 
 @pytest.mark.parametrize("settings", [
-    # the default path recompiles the CG user step at the third iteration: its first warm
-    # start U0 comes uncommitted, the next committed (a new XLA executable, no retrace).
-    # Committing V and U0 before the solve fixed it here but crashed XLA's compiler when
-    # threads compiled it at once (tests/test_sharded_data.py): not fixed yet
-    pytest.param(dict(), marks=pytest.mark.xfail(strict=True, reason="known recompilation")),
+    dict(),
     dict(solver="ssp"),
     dict(solver="ssp", user_solve="exact"),
     dict(privacy=NonPrivate()),

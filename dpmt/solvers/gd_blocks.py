@@ -141,9 +141,13 @@ def prepare_steps(items: Layout, users: Layout | None, X, weights, labels, *,
     if scratch is None and reuse and want and len(X.devices()) == 1:
         # the first call of a run donates blocks of the same shapes as the later ones, so
         # that the step compiles once, not again at the second call (one device: the
-        # blocks' placement is X's; on a mesh it is the compiler's, and that call retraces)
+        # blocks' placement is X's; on a mesh it is the compiler's, and that call retraces).
+        # Committed only where X is: a committed block would commit the step's outputs (V,
+        # then U), and the CG user step would see an uncommitted start U0 once and a
+        # committed one after it, compiling again (XLA caches by placement too)
         dev = next(iter(X.devices()))
-        scratch = tuple(jax.device_put(jnp.zeros(w, X.dtype), dev) for w in want)
+        scratch = tuple(jax.device_put(jnp.zeros(w, X.dtype), dev) if X.committed
+                        else jnp.zeros(w, X.dtype) for w in want)
     return _prepare_jit(items, users, X, weights, labels, scratch, pregather=pre)
 
 
