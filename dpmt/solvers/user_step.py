@@ -19,7 +19,7 @@ With a starting point ``U0`` (the previous iteration's U, ``user_solve="cg"``) t
 solved instead by a few warm-started conjugate-gradient steps, matrix-free: each step applies
 ``Σ c v vᵀ`` as ``Xᵀ(c ⊙ X p)`` on the gathered block (:func:`~dpmt.solvers.cg.gram_matvec`,
 as the ``implicit`` library's ``use_cg`` does), so neither the Gram matrices nor a ``d³``
-factorisation are computed (a block whose CG fails forms them for the exact fallback). The
+factorisation are computed (the users whose CG fails are then solved exactly). The
 user step is never released and the clip after it bounds the item step's sensitivity either
 way, so this changes the model, not the privacy.
 """
@@ -84,9 +84,17 @@ def solve_users(layout_by_user: Layout, V: jax.Array, labels: jax.Array | None =
         check_range("clip_norm", clip_norm, low=0, low_open=True)
     V = jnp.asarray(V, jnp.float32)
     U0 = check_start(U0, (layout_by_user.n_rows, V.shape[-1]), "U0", "user")
-    return _solve_users(layout_by_user, V, labels, weights, jnp.float32(reg),
-                        jnp.float32(alpha0), None if clip_norm is None else jnp.float32(clip_norm),
-                        U0, cg_steps=check_cg_steps(cg_steps))
+    args = (layout_by_user, V, labels, weights, jnp.float32(reg), jnp.float32(alpha0),
+            None if clip_norm is None else jnp.float32(clip_norm))
+    if U0 is None:
+        return _solve_users(*args)
+    U, failed = _solve_users_cg(*args, U0, cg_steps=check_cg_steps(cg_steps))
+    # a start that is not finite, or a system CG cannot handle: those users solved exactly.
+    # Outside the CG kernel (one host check), so that kernel does not carry a Cholesky
+    # solve per bucket it almost never runs: it compiled 1.7x slower with it inside
+    if bool(jnp.any(failed)):
+        U = jnp.where(failed[:, None], _solve_users(*args), U)
+    return U
 
 
 def system_base(V: jax.Array, reg, alpha0) -> jax.Array:
@@ -103,29 +111,40 @@ def solve_block(V: jax.Array, c: Chunk, labels, weights, base: jax.Array, U0=Non
     product and a batched Cholesky factor/solve. The one kernel behind training, evaluation,
     fold-in and the sharded step (:mod:`dpmt.solvers.sharding`). With ``U0`` (the
     (n_users, d) table of starting points) the same systems get ``cg_steps`` CG steps from
-    ``U0[rows]`` instead, matrix-free (:func:`~dpmt.solvers.cg.gram_matvec`: the Gram
-    matrices are not formed), preconditioned by ``precond`` = ``base⁻¹`` (the part every user's
-    system shares, :func:`~dpmt.solvers.cg.shared_preconditioner`; computed here if None); a
-    user whose CG fails (a non-finite start or result) gets the Cholesky solve (only blocks
-    with such a user compute it).
+    ``U0[rows]`` instead (:func:`cg_block`); a user whose CG fails (a non-finite start or
+    result) gets the Cholesky solve (only blocks with such a user compute it).
     """
-    y = gather_slots(labels, c)                            # (n, L)
-    w = gather_slots(weights, c)
-
-    def exact():
-        G, rhs = weighted_gram(V, c, w, y)                 # Σ c v vᵀ, Σ c y v
-        return cho_solve(cho_factor(G + base, lower=True), rhs[..., None])[..., 0]
-
     if U0 is None:
-        return exact()
+        return _exact_block(V, c, labels, weights, base)
+    x, failed = cg_block(V, c, labels, weights, base, U0, cg_steps, precond)
+    return jax.lax.cond(jnp.any(failed),
+                        lambda: jnp.where(failed[..., None],
+                                          _exact_block(V, c, labels, weights, base), x),
+                        lambda: x)
+
+
+def _exact_block(V, c: Chunk, labels, weights, base):
+    G, rhs = weighted_gram(V, c, gather_slots(weights, c), gather_slots(labels, c))
+    return cho_solve(cho_factor(G + base, lower=True), rhs[..., None])[..., 0]
+
+
+def cg_block(V: jax.Array, c: Chunk, labels, weights, base: jax.Array, U0: jax.Array,
+             cg_steps: int = DEFAULT_CG_STEPS, precond=None) -> tuple[jax.Array, jax.Array]:
+    """``cg_steps`` warm-started CG steps on one block's user systems, matrix-free: each
+    step applies ``Σ c v vᵀ`` as ``Xᵀ(c ⊙ X p)`` on the gathered rows
+    (:func:`~dpmt.solvers.cg.gram_matvec`; the Gram matrices are not formed), preconditioned
+    by ``precond`` = ``base⁻¹`` (:func:`~dpmt.solvers.cg.shared_preconditioner`; computed
+    here if None). Returns ``(x (rows, d), failed (rows,))``: ``failed`` marks the systems
+    whose CG saw non-positive curvature or a non-finite value (the caller solves those
+    exactly)."""
     if precond is None:
         precond = shared_preconditioner(base)
+    y = gather_slots(labels, c)                            # (n, L)
+    w = gather_slots(weights, c)
     # matrix-free: the block's gathered rows stay in cache through every step
     X, rhs = weighted_rows(V, c, w, y)                     # (n, L, d), Σ c y v
     res = cg_solve(gram_matvec(X, w, shared=base), rhs, U0[c.rows], cg_steps, precond)
-    # a start that is not finite (or a system CG cannot handle): that block solved exactly
-    return jax.lax.cond(jnp.all(res.positive), lambda: res.x,
-                        lambda: jnp.where(res.positive[..., None], res.x, exact()))
+    return res.x, ~res.positive
 
 
 def user_block_bytes(cg: bool) -> int:
@@ -133,18 +152,29 @@ def user_block_bytes(cg: bool) -> int:
     return CG_BLOCK_BYTES if cg else GEMM_BLOCK_BYTES
 
 
-@jax.jit(static_argnames=("cg_steps",))
-def _solve_users(layout, V, labels, weights, reg, alpha0, clip_norm, U0, *, cg_steps):
-    count_trace("solve_users" if U0 is None else "solve_users_cg")
+@jax.jit
+def _solve_users(layout, V, labels, weights, reg, alpha0, clip_norm):
+    """The exact user step (Cholesky per user), optionally clipped: (n_rows, d)."""
+    count_trace("solve_users")
     d = V.shape[-1]
     base = system_base(V, reg, alpha0)
-    precond = None if U0 is None else shared_preconditioner(base)
-    # blocks of rows inside each chunk: the gathered (rows, L, d) block stays in cache
-    block_bytes = user_block_bytes(U0 is not None)
     U = layout.assemble(layout.map_chunks(
-        lambda c: map_row_blocks(lambda b: solve_block(V, b, labels, weights, base, U0,
-                                                       cg_steps, precond), c, dim=d,
-                                 block_bytes=block_bytes)))
-    if clip_norm is not None:
-        U = clip_rows(U, clip_norm)
-    return U
+        lambda c: map_row_blocks(lambda b: _exact_block(V, b, labels, weights, base), c,
+                                 dim=d, block_bytes=user_block_bytes(False))))
+    return U if clip_norm is None else clip_rows(U, clip_norm)
+
+
+@jax.jit(static_argnames=("cg_steps",))
+def _solve_users_cg(layout, V, labels, weights, reg, alpha0, clip_norm, U0, *, cg_steps):
+    """The CG user step from ``U0``: ``(U (n_rows, d) clipped, failed (n_rows,) bool)``;
+    ``failed`` rows are to be solved exactly (empty rows: ``False``, ``u = 0``)."""
+    count_trace("solve_users_cg")
+    d = V.shape[-1]
+    base = system_base(V, reg, alpha0)
+    precond = shared_preconditioner(base)
+    # blocks of rows inside each chunk: the gathered (rows, L, d) block stays in cache
+    U, failed = layout.assemble(layout.map_chunks(
+        lambda c: map_row_blocks(lambda b: cg_block(V, b, labels, weights, base, U0,
+                                                    cg_steps, precond), c, dim=d,
+                                 block_bytes=user_block_bytes(True))))
+    return (U if clip_norm is None else clip_rows(U, clip_norm)), failed
