@@ -74,7 +74,7 @@ def fit_ials(X, d, lam, alpha0, nu, iters, seed):
     return H
 
 
-def recall(H, train, eval_set, lam, alpha0, nu):
+def recall(H, eval_set, lam, alpha0, nu):
     Xh = _dense(eval_set.history)
     W = _solve_rows(Xh, H, lam, alpha0, nu)
     m = ranking_metrics(np.asarray(W, np.float32), np.asarray(H, np.float32),
@@ -107,14 +107,14 @@ def main(argv=None):
             # ν = 1 multiplies λ by (n + α0 m) ~ 10²–10³: its λ grid is the same on that scale
             lam_eff = lam if nu == 0 else lam / 100.0
             t = time.time()
-            H = fit_ials(X, d, lam_eff * (1 if nu == 0 else 1), alpha0, nu, a.iters, seed)
-            val = recall(H, split.train, split.validation, lam_eff, alpha0, nu)
+            H = fit_ials(X, d, lam_eff, alpha0, nu, a.iters, seed)
+            val = recall(H, split.validation, lam_eff, alpha0, nu)
             key = "ALS (ν = 0)" if nu == 0 else "iALS (ν = 1)"
             if key not in best or val > best[key]["validation"]:
                 best[key] = dict(validation=val, d=d, lam=lam_eff, alpha0=alpha0, H=H,
                                  seconds=time.time() - t)
         for key, b in best.items():
-            b["test"] = recall(b.pop("H"), split.train, split.test, b["lam"], b["alpha0"],
+            b["test"] = recall(b.pop("H"), split.test, b["lam"], b["alpha0"],
                                0.0 if key.startswith("ALS") else 1.0)
             rows.append(dict(seed=seed, method=key, **b))
             print(seed, key, {k: (round(v, 4) if isinstance(v, float) else v)
