@@ -104,14 +104,22 @@ def test_kernels_that_would_miss_the_long_rows_refuse_a_segmented_layout():
     assert seg_users.segments is not None
     with pytest.raises(ConfigError, match="segment"):
         solve_users(seg_users, jnp.zeros((R.n_items, 4)))
-    mesh = sharding.make_mesh(1)
-    with pytest.raises(ConfigError, match="segment"):
-        sharding.shard_layout(SEG, mesh)
     from dpmt.solvers.encoders import EmbeddingEncoder
 
     enc = EmbeddingEncoder(R.n_items, 4)
     params = enc.init(jax.random.PRNGKey(0), jnp.arange(R.n_items))
     X, w, y = _inputs()
+    # a sharded layout keeps its segments (noisy GD's kernel on a mesh reads them); the
+    # sharded SSP item step and user step, which do not, refuse it
+    mesh = sharding.make_mesh(1)
+    sl = sharding.shard_layout(SEG, mesh)
+    assert sl.layout.segments is not None
+    with pytest.raises(ConfigError, match="segment"):
+        sharding.sharded_ssp_item_step(mesh, sl, X, w, y, jax.random.PRNGKey(0), 0.1, 0.1,
+                                       1.0)
+    with pytest.raises(ConfigError, match="segment"):
+        sharding.sharded_solve_users(mesh, sharding.shard_layout(seg_users, mesh),
+                                     jnp.zeros((R.n_items, 4)))
     with pytest.raises(ConfigError, match="segment"):
         clipped_gradient_sum(enc, params, SEG, X, w, y, 1.0)
 

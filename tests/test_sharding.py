@@ -142,9 +142,15 @@ FIT_SCRIPT = textwrap.dedent("""
     import jax, numpy as np
     from dpmt.config import ExecutionConfig, GDConfig, TrainConfig, route
     from dpmt.data import make_synthetic, per_user_split
+    from dpmt.solvers.layout import trace_count
     from dpmt.train.loop import fit
+    from dpmt.train.methods import make_steps
 
     assert len(jax.devices()) == 4, jax.devices()
+
+    def runs_segmented(train, cfg, D):
+        steps = make_steps(cfg, train, np.ones(train.nnz, np.float32), devices=D)
+        return getattr(steps.items, "layout", steps.items).segments is not None
     r = make_synthetic(n_users=400, n_items=150, n_interactions=6000, seed=5)
     split = per_user_split(r, seed=0)
     feats = np.random.default_rng(0).normal(size=(r.n_items, 5)).astype(np.float32)
@@ -165,15 +171,21 @@ FIT_SCRIPT = textwrap.dedent("""
         # one noise seed: the same draws on every device count
         base = TrainConfig(**route(dict(dataset="synthetic", dim=6, iterations=2, epsilon=3.0,
                                         seed=11, noise_seed=11, **kw)))
-        runs = {D: fit(split.train, base, test=split.test, item_features=feats,
-                       execution=ExecutionConfig(devices=D, progress=False)) for D in DEVICES}
+        runs, traces = {}, {}
+        for D in DEVICES:
+            before = trace_count()
+            runs[D] = fit(split.train, base, test=split.test, item_features=feats,
+                          execution=ExecutionConfig(devices=D, progress=False))
+            traces[D] = {k: v - before.get(k, 0) for k, v in trace_count().items()}
         V1 = runs[1].item_embeddings
         out[solver] = {str(D): {
             "dV": float(np.abs(res.item_embeddings - V1).max()),
             "scale": float(np.abs(V1).max()),
             "eps": res.epsilon, "eps1": runs[1].epsilon,
             "recall": res.metrics["overall"]["recall@20"],
-            "recall1": runs[1].metrics["overall"]["recall@20"]} for D, res in runs.items()}
+            "recall1": runs[1].metrics["overall"]["recall@20"],
+            "sharded_fast_gd": traces[D].get("sharded_fast_noisy_gradient", 0),
+            "segmented": runs_segmented(split.train, base, D)} for D, res in runs.items()}
     print("RESULT" + json.dumps(out))
 """)
 
@@ -208,6 +220,13 @@ def test_fit_gives_the_same_model_on_1_2_4_devices(variants, devices):
             assert v["dV"] <= 1e-4 * max(1.0, v["scale"]), (solver, D, v)
             assert v["eps"] == v["eps1"] and v["eps"] <= 3.0 + 1e-3
             assert abs(v["recall"] - v["recall1"]) <= 1e-3, (solver, D, v)
+            if solver in ("gd", "gd-poisson") and D != "1":
+                # the embedding table on a mesh: each device's pre-gathered blocks
+                # (dpmt.solvers.gd_blocks.sharded_fast_clipped_sum), long items in segments
+                assert v["sharded_fast_gd"] >= 1, (solver, D, v)
+                assert v["segmented"] == res[solver]["1"]["segmented"], (solver, D, v)
+            if solver.startswith("ssp") and D != "1":
+                assert not v["segmented"], (solver, D, v)    # the sharded SSP reads buckets
         assert res[solver]["1"]["scale"] > 0
 
 
@@ -298,3 +317,74 @@ def test_fit_across_two_processes_matches_one_process(tmp_path):
     for w in res["workers"]:
         assert w["epsilon"] == res["single_process"]["epsilon"] <= 2.0 + 1e-3
         assert abs(w["recall@20"] - res["single_process"]["recall@20"]) <= 1e-6
+
+
+SHARDED_GD_SCRIPT = textwrap.dedent("""
+    import json
+    import jax, jax.numpy as jnp, numpy as np
+    from dpmt.data.ratings import Ratings
+    from dpmt.solvers import gd_blocks
+    from dpmt.solvers.layout import task_layout
+    from dpmt.solvers.sharding import make_mesh, replicate, shard_layout
+
+    rng = np.random.default_rng(0)
+    n, m, d = 40, 12, 3
+    pop = 1.0 / np.arange(1, m + 1) ** 1.5              # a few long items, a short tail
+    key = np.unique(rng.integers(0, n, 300) * m + rng.choice(m, 300, p=pop / pop.sum()))
+    R = Ratings(key // m, key % m, rng.normal(size=len(key)), np.arange(n), np.arange(m))
+    # long items cut into segments of 6 slots, so that a long row's segments land on
+    # different devices
+    TL = task_layout(R, dim=d, segment_width=6, segment_min_saving=0.0, growth=16.0)
+    assert TL.segments is not None
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    W = rng.uniform(0.2, 1.0, R.nnz).astype(np.float32)
+    Y = R.value.astype(np.float32)
+    V = rng.normal(size=(m, d)).astype(np.float32)
+    G = 1.5
+    data1 = gd_blocks.prepare_steps(TL, None, jnp.asarray(X), jnp.asarray(W), jnp.asarray(Y))
+    one = jax.jit(lambda mask: gd_blocks.fast_clipped_sum(jnp.asarray(V), TL, None,
+                                                          jnp.asarray(X), data1,
+                                                          jnp.float32(G), mask))
+    out = {}
+    for D in (1, 2, 4):
+        mesh = make_mesh(D)
+        sl = shard_layout(TL, mesh)
+        Xr, Wr, Yr, Vr = (replicate(a, mesh) for a in (X, W, Y, V))
+        data = gd_blocks.prepare_sharded_steps(mesh, sl, Xr, Wr, Yr, reuse=True)
+        gd_blocks.keep_scratch(sl.layout, data)
+        data = gd_blocks.prepare_sharded_steps(mesh, sl, Xr, Wr, Yr, reuse=True)  # over it
+        f = jax.jit(lambda mask: gd_blocks.sharded_fast_clipped_sum(
+            mesh, sl, Vr, Xr, data, jnp.float32(G), mask))
+        ones = jnp.ones((n,), jnp.float32)
+        rows, norms = f(ones)
+        ref_rows, ref_norms = one(ones)
+        # each user alone: the clipped sum is that user's whole clipped gradient, of norm
+        # min(G, ||g_j||) (a per-device or per-segment clip would differ)
+        alone = []
+        for j in range(n):
+            mask = np.zeros(n, np.float32); mask[j] = 1.0
+            r, _ = f(jnp.asarray(mask))
+            alone.append(float(np.linalg.norm(np.asarray(r, np.float64))))
+        out[D] = {"rows": float(np.abs(np.asarray(rows) - np.asarray(ref_rows)).max()),
+                  "norms": float(np.abs(np.asarray(norms) - np.asarray(ref_norms)).max()),
+                  "scale": float(np.abs(np.asarray(ref_rows)).max()),
+                  "alone": alone, "want": [min(G, float(x)) for x in np.asarray(ref_norms)],
+                  "clipped": int(np.sum(np.asarray(ref_norms) > G)),
+                  "segments_sharded": len(sl.layout.segments.bucket.cols.sharding.device_set)}
+    print("RESULT" + json.dumps(out))
+""")
+
+
+def test_sharded_noisy_gd_blocks_match_one_device_and_clip_whole_users():
+    """Noisy GD's pre-gathered blocks on a mesh of 1, 2, 4 devices, long items in segments
+    spread over the devices: the same clipped sum and per-user norms as one device, and each
+    user's contribution is their whole gradient clipped to G (the per-user squared norms are
+    summed over the devices before the clip)."""
+    res = run_on_devices(SHARDED_GD_SCRIPT, 4)
+    for D, v in res.items():
+        assert v["rows"] <= 1e-5 * max(1.0, v["scale"]), (D, v["rows"])
+        assert v["norms"] <= 1e-5, (D, v["norms"])
+        assert v["clipped"] >= 3 and v["segments_sharded"] == D
+        np.testing.assert_allclose(v["alone"], v["want"], rtol=1e-4, atol=1e-6)
+        assert max(v["alone"]) <= 1.5 * (1 + 1e-5)
+

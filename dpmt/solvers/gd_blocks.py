@@ -19,6 +19,14 @@ rating at every step). The same quantities as the reference kernels of
 the blocked kernel (rows gathered per step in cache-sized blocks; with a budget of 0, the
 parent's kernels: norms as row sums over the user layout, then the clipped rows).
 
+On a mesh of devices (:func:`prepare_sharded_steps`, :func:`sharded_fast_clipped_sum`) each
+device pre-gathers the slots of its own rows of every bucket (segments included: a long
+item's segments land on several devices and their rows add up in the one all-reduce of the
+clipped rows); the per-user squared norms are ``psum``-ed before the clip, so each user's
+whole gradient is clipped. On the 2-core CPU as two host devices, one thread each (XLA:CPU
+runs these batched products on one thread per device): 50k users × 5k items, 2.4M ratings,
+d = 64, the step's clipped sum 84 → 60 ms, the item step of 10 steps 0.93 → 0.65 s.
+
 Memory: 4·d bytes per padded slot of the task layout — 0.65 GiB at 2.4M ratings (padding
 1.135), 5.7 GiB at the ML-20M-like 20M (1.11 with segments), d = 64 — held from one item
 step to the next (:func:`keep_scratch`), because writing over mapped pages is ~3-4x faster
@@ -37,8 +45,11 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from dpmt.errors import ConfigError
+from dpmt.solvers import sharding
 from dpmt.solvers.layout import (Chunk, Layout, count_trace, gather_slots, map_row_blocks,
                                  require_unsegmented)
 from dpmt.solvers.losses import Loss, squared_loss
@@ -272,6 +283,22 @@ def fast_clipped_sum(V, items: Layout, users: Layout | None, X, data: StepData, 
 
 def _pregathered_clipped_sum(V, items: Layout, users, X, data: StepData, clip_norm, user_mask,
                              loss):
+    parts, norms = _pregathered_parts(V, items, X, data, clip_norm, user_mask, loss)
+    nb = len(items.buckets)
+    long = None
+    if items.segments is not None:
+        seg = items.segments
+        acc = jnp.zeros((seg.rows.shape[0] + 1, V.shape[-1]), jnp.float32)  # pad segments: dump row
+        long = acc.at[seg.local.reshape(-1)].add(parts[nb].reshape(-1, V.shape[-1]))[:-1]
+    return items.assemble(parts[:nb], long), norms
+
+
+def _pregathered_parts(V, items: Layout, X, data: StepData, clip_norm, user_mask, loss,
+                       axis: str | None = None):
+    """The clipped rows per bucket (segments last, not yet summed into their rows) and the
+    per-user norms. Inside ``shard_map`` over items (``axis``), ``items`` is the device's local
+    layout and the per-user squared norms are ``psum``-ed over the devices before the clip,
+    so every device clips with each user's whole gradient."""
     resid = _residual_fn(loss)
     buckets = items.buckets + (() if items.segments is None else (items.segments.bucket,))
     dim = V.shape[-1]
@@ -295,6 +322,8 @@ def _pregathered_clipped_sum(V, items: Layout, users, X, data: StepData, clip_no
     sq = jnp.zeros((items.n_cols,), jnp.float32)
     for b, x in zip(buckets, r):
         sq = sq.at[b.cols.reshape(-1)].add((x * x).reshape(-1))
+    if axis is not None:
+        sq = jax.lax.psum(sq, axis)
     norms = jnp.sqrt(sq * data.x_sq)                                       # ‖g_j‖
     scale = clip_norm / jnp.maximum(norms, clip_norm) * user_mask
 
@@ -311,13 +340,7 @@ def _pregathered_clipped_sum(V, items: Layout, users, X, data: StepData, clip_no
             parts.append(jnp.einsum("cnl,cnld->cnd", coef, xs, precision=_HI))
         else:
             parts.append(jax.lax.map(lambda a: rows_gathered(*a), (b.chunks(), coef)))
-    nb = len(items.buckets)
-    long = None
-    if items.segments is not None:
-        seg = items.segments
-        acc = jnp.zeros((seg.rows.shape[0] + 1, dim), jnp.float32)  # pad segments: dump row
-        long = acc.at[seg.local.reshape(-1)].add(parts[nb].reshape(-1, dim))[:-1]
-    return items.assemble(parts[:nb], long), norms
+    return parts, norms
 
 
 def _check_user_layout(users, items: Layout) -> None:
@@ -329,3 +352,100 @@ def _check_user_layout(users, items: Layout) -> None:
         raise ConfigError(f"noisy GD: the user layout ({users.n_rows} users × {users.n_cols} "
                           f"items, {users.nnz} ratings) is not the task layout's transpose "
                           f"({items.n_cols} × {items.n_rows}, {items.nnz})")
+
+
+# -- on a mesh (dpmt.solvers.sharding): each device pre-gathers the rows of its own items ------
+def _specs(axis: str):
+    """(pre-gathered blocks, per-slot arrays) partition specs of a sharded task layout."""
+    return P(None, axis, None, None), P(None, axis, None)
+
+
+def _prepare_sharded(mesh, sl, X, weights, labels, scratch, pregather: tuple) -> StepData:
+    count_trace("noisy_gd_prepare_sharded")
+    del scratch                     # donated (see _prepare_steps): its pages take the outputs
+    axis = sharding.axis_name(mesh)
+    layout = sl.layout
+    x_spec, slot_spec = _specs(axis)
+    opt = {k: v for k, v in (("weights", weights), ("labels", labels)) if v is not None}
+    buckets = _buckets(layout)                      # segments last, as a plain bucket
+    nb = len(buckets)
+
+    def local(buckets, X, opt):
+        lay = sharding.local_layout(buckets, layout)
+        xs = [X[b.cols] * b.valid[..., None].astype(X.dtype)
+              for b, pre in zip(lay.buckets, pregather) if pre]
+        return xs, slot_data(lay, opt.get("weights"), opt.get("labels"))
+
+    xs, slots = jax.shard_map(
+        local, mesh=mesh, check_vma=False,
+        in_specs=(list(sharding.bucket_specs(layout, axis, segments=True)), P(),
+                  {k: P() for k in opt}),
+        out_specs=([x_spec] * sum(pregather), SlotData([slot_spec] * nb, [slot_spec] * nb)))(
+        list(buckets), X, opt)
+    it = iter(xs)
+    return StepData(slots, None, jnp.sum(X * X, axis=-1),
+                    tuple(next(it) if pre else None for pre in pregather))
+
+
+_prepare_sharded_jit = jax.jit(_prepare_sharded, static_argnames=("mesh", "pregather"),
+                               donate_argnames=("scratch",), keep_unused=True)
+
+
+def prepare_sharded_steps(mesh, sl, X, weights, labels, *, pregather_bytes: int | None = None,
+                          reuse: bool = False) -> StepData:
+    """:func:`prepare_steps` on a mesh: ``sl`` a task layout sharded by items
+    (:func:`dpmt.solvers.sharding.shard_layout`), ``X``, ``weights``, ``labels`` replicated.
+    Each device gathers the users' rows into its own rows' slots (the blocks are sharded like
+    the layout, the budget counts all devices' blocks); ``reuse`` as in
+    :func:`prepare_steps` (the kept blocks are keyed by ``sl.layout``)."""
+    layout = sl.layout
+    pre = pregathered_buckets(layout, X.shape[-1], pregather_bytes)
+    want = [b.cols.shape + (X.shape[-1],) for b, p in zip(_buckets(layout), pre) if p]
+    x_sharding = NamedSharding(mesh, _specs(sharding.axis_name(mesh))[0])
+    scratch = _SCRATCH.pop(layout, None) if reuse and any(pre) else None
+    if scratch is not None and ([tuple(x.shape) for x in scratch] != [tuple(w) for w in want]
+                                or any(x.dtype != X.dtype
+                                       or not x.sharding.is_equivalent_to(x_sharding, x.ndim)
+                                       for x in scratch)):
+        scratch = None
+    if scratch is None and reuse and want:
+        # as prepare_steps: the first call donates blocks of the later calls' shapes and
+        # placement, so that the preparation compiles once
+        scratch = tuple(jnp.zeros(w, X.dtype, device=x_sharding) for w in want)
+    return _prepare_sharded_jit(mesh, sl, X, weights, labels, scratch, pregather=pre)
+
+
+def sharded_fast_clipped_sum(mesh, sl, V, X, data: StepData, clip_norm, user_mask,
+                             loss: Loss = squared_loss):
+    """:func:`fast_clipped_sum` on a mesh, from :func:`prepare_sharded_steps`'s blocks (inside
+    jit): each device computes its items' residuals from its own blocks, the per-user squared
+    norms are ``psum``-ed (n floats per device, so every device clips with each user's whole
+    gradient norm), then its items' clipped rows, all-gathered. Returns ``(rows (m, d),
+    norms (n,))``, replicated."""
+    axis = sharding.axis_name(mesh)
+    layout = sl.layout
+    x_spec, slot_spec = _specs(axis)
+    buckets = _buckets(layout)
+    nb = len(buckets)
+    pre = tuple(x is not None for x in data.x_slots)
+
+    def local(buckets, V, X, x_sq, xs, w, y, clip_norm, user_mask):
+        lay = sharding.local_layout(buckets, layout)
+        it = iter(xs)
+        d = StepData(SlotData(w, y), None, x_sq, tuple(next(it) if p else None for p in pre))
+        parts, norms = _pregathered_parts(V, lay, X, d, clip_norm, user_mask, loss, axis=axis)
+        # one all-reduce of the (m, d) rows, each device's rows scattered into zeros (pad rows
+        # are zero rows; a long row's segments add up): an all-gather per bucket cost ~1.3 ms
+        # each on CPU host devices
+        rows = jnp.zeros((layout.n_rows, V.shape[-1]), jnp.float32)
+        for b, o in zip(lay.buckets, parts):
+            rows = rows.at[b.rows.reshape(-1)].add(o.reshape(-1, V.shape[-1]))
+        return jax.lax.psum(rows, axis), norms
+
+    return jax.shard_map(
+        local, mesh=mesh, check_vma=False,
+        in_specs=(list(sharding.bucket_specs(layout, axis, segments=True)), P(), P(), P(),
+                  [x_spec] * sum(pre), [slot_spec] * nb, [slot_spec] * nb, P(), P()),
+        out_specs=(P(), P()))(
+        list(buckets), V, X, data.x_sq, [x for x in data.x_slots if x is not None],
+        list(data.items.w), list(data.items.y), clip_norm, user_mask)

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import dp_accounting
 import jax
 import jax.numpy as jnp
 import optax
@@ -57,59 +56,16 @@ from jax.sharding import PartitionSpec as P
 from dpmt.errors import ConfigError, check_range
 from dpmt.solvers import noise, sharding
 from dpmt.solvers.encoders import EmbeddingEncoder
-from dpmt.solvers.gd_blocks import _check_user_layout, fast_clipped_sum, keep_scratch, prepare_steps
+from dpmt.solvers.gd_blocks import (_check_user_layout, fast_clipped_sum, keep_scratch,
+                                    prepare_sharded_steps, prepare_steps,
+                                    sharded_fast_clipped_sum)
+from dpmt.solvers.gd_privacy import (gd_noise_draws, noisy_gd_dp_event,  # noqa: F401
+                                     noisy_gd_sensitivity, poisson_sample)
 from dpmt.solvers.layout import (DEFAULT_MAX_CHUNK_BYTES, Chunk, Layout, count_trace, gather_slots,
                                  require_unsegmented)
 from dpmt.solvers.losses import Loss, squared_loss
 
 _HI = jax.lax.Precision.HIGHEST
-
-
-# -- privacy ---------------------------------------------------------------------------------
-def noisy_gd_sensitivity(clip_norm: float) -> float:
-    """L2 sensitivity ``G`` of the summed clipped per-user gradient (add/remove one user: the
-    sum changes by one clipped gradient, of norm ≤ G)."""
-    check_range("clip_norm", clip_norm, low=0, low_open=True)
-    return float(clip_norm)
-
-
-def gd_noise_draws(n_params: int, steps: int) -> int:
-    """Normals released by :func:`noisy_gd` over ``steps`` steps, for the sampler's δ
-    (:func:`~dpmt.solvers.noise.tail_delta`, :func:`~dpmt.solvers.noise.edge_delta` with
-    ``n_params`` coordinates per step): ``n_params·steps``.
-
-    Each step adds one 64-bit normal (:func:`dpmt.solvers.noise.normal`) to every entry of the
-    clipped gradient sum, a pytree like ``params``. ``n_params`` is the total size of its
-    leaves, e.g. ``n_items·d`` for an :class:`~dpmt.solvers.encoders.EmbeddingEncoder`
-    (``sum(x.size for x in jax.tree_util.tree_leaves(params))``). The Poisson sample adds no
-    normal.
-    """
-    n_params, steps = int(n_params), int(steps)
-    if n_params < 0 or steps < 0:
-        raise ConfigError(f"gd_noise_draws needs n_params, steps ≥ 0; got {n_params}, {steps}")
-    return n_params * steps
-
-
-def noisy_gd_dp_event(noise_multiplier: float, steps: int,
-                      sampling_rate: float | None = None) -> dp_accounting.DpEvent:
-    """The dp_accounting event of ``steps`` noisy-GD steps with noise std ``σ·G``.
-
-    Full batch: ``SelfComposedDpEvent(GaussianDpEvent(σ), T)``; Poisson-sampled users with
-    rate ``q``: ``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(σ)), T)``.
-    """
-    check_range("noise_multiplier", noise_multiplier, low=0)
-    check_range("steps", steps, low=0, integer=True)
-    event: dp_accounting.DpEvent = dp_accounting.GaussianDpEvent(float(noise_multiplier))
-    if sampling_rate is not None:
-        check_range("sampling_rate", sampling_rate, low=0, low_open=True, high=1)
-        event = dp_accounting.PoissonSampledDpEvent(float(sampling_rate), event)
-    return dp_accounting.SelfComposedDpEvent(event, int(steps))
-
-
-def poisson_sample(key: jax.Array, n: int, rate) -> jax.Array:
-    """Poisson sampling: each of ``n`` users included independently with probability
-    ``rate``. Returns float32 (n,) in {0, 1}."""
-    return jax.random.bernoulli(key, rate, (n,)).astype(jnp.float32)
 
 
 # -- clipped gradient sums ----------------------------------------------------------------------
@@ -299,6 +255,24 @@ def _fast_noisy_gradient_impl(encoder, params, items, users, X, data, key, clip_
 
 _fast_noisy_gradient = jax.jit(_fast_noisy_gradient_impl, static_argnames=("loss", "poisson"),
                                static_argnums=(0,))
+
+
+def _sharded_fast_noisy_gradient_impl(encoder, params, sl, X, data, key, clip_norm,
+                                      noise_multiplier, sampling_rate, reg, num_users,
+                                      extra_quadratic=None, *, loss, poisson, mesh):
+    """:func:`_fast_noisy_gradient_impl` on a mesh (:func:`sharded_fast_clipped_sum`): the
+    same sample mask, clipped sum, noise draw and public terms from the same key."""
+    count_trace("sharded_fast_noisy_gradient")
+    mask, q, k_noise = _sample(key, sl.layout.n_cols, sampling_rate, poisson)
+    rows, _ = sharded_fast_clipped_sum(mesh, sl, params["params"]["embedding"], X, data,
+                                       clip_norm, mask, loss)
+    return _release(encoder, params, {"params": {"embedding": rows}}, k_noise, clip_norm,
+                    noise_multiplier, q, reg, num_users, extra_quadratic)
+
+
+_sharded_fast_noisy_gradient = jax.jit(_sharded_fast_noisy_gradient_impl,
+                                       static_argnames=("loss", "poisson", "mesh"),
+                                       static_argnums=(0,))
 
 
 @jax.jit(static_argnames=("loss",))
@@ -493,7 +467,10 @@ def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array |
     On one device the embedding path runs :func:`fast_clipped_sum`: the slots' weights,
     labels, ``‖x_j‖²`` and rows ``x_j`` are gathered into the task layout's slots once per
     call (:func:`prepare_steps`, over the previous call's buffers), and each step is two
-    batched products over those blocks. The clipped sum, the sample mask, the noise and the
+    batched products over those blocks. On a mesh the same (:func:`sharded_fast_clipped_sum`,
+    :func:`prepare_sharded_steps`): each device pre-gathers its own items' slots (long items
+    in segments), the per-user squared norms are summed over the devices before the clip,
+    the clipped rows by one all-reduce. The clipped sum, the sample mask, the noise and the
     number of steps are those of :func:`clipped_gradient_sum` / :func:`noisy_gradient` (same
     key, same draws); only float32 summation order differs.
 
@@ -501,8 +478,9 @@ def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array |
       params (and opt_state if ``return_state``). Privacy: :func:`noisy_gd_dp_event`
       ``(noise_multiplier, steps, sampling_rate)`` with sensitivity ``G``.
     """
-    # the fast path (one device) sums a segmented task layout's long rows from their segments
-    path = _check_path(encoder, layout, mesh, segments_ok=mesh is None)
+    # the fast path (on one device or a mesh) sums a segmented task layout's long rows from
+    # their segments
+    path = _check_path(encoder, layout, mesh, segments_ok=True)
     _check_scalars(clip_norm, noise_multiplier, sampling_rate, reg)
     check_range("steps", steps, low=0, integer=True)
     optimizer = DEFAULT_OPTIMIZER if optimizer is None else optimizer
@@ -543,6 +521,19 @@ def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array |
                                          poisson=poisson)
                 params, opt_state = _apply_optimizer(optimizer, g, opt_state, params)
         keep_scratch(layout, data)         # the next call writes its rows over these buffers
+        return (params, opt_state) if return_state else params
+    if path == "embedding" and mesh is not None and int(steps) > 0:
+        # the same on a mesh: each device pre-gathers its own items' slots once per call
+        rep = NamedSharding(mesh, P())
+        (X, weights, labels, M, scalars) = jax.device_put((X, weights, labels, M, scalars), rep)
+        data = prepare_sharded_steps(mesh, layout, X, weights, labels, reuse=True)
+        for t in range(int(steps)):
+            params, opt_state, k = jax.device_put((params, opt_state,
+                                                   jax.random.fold_in(key, t)), rep)
+            g = _sharded_fast_noisy_gradient(encoder, params, layout, X, data, k, *scalars, M,
+                                             loss=loss, poisson=poisson, mesh=mesh)
+            params, opt_state = _apply_optimizer(optimizer, g, opt_state, params)
+        keep_scratch(layout.layout, data)
         return (params, opt_state) if return_state else params
     step = make_noisy_gd_step(encoder, optimizer, loss=loss, path=path, poisson=poisson,
                               microbatch_size=microbatch_size, mesh=mesh)

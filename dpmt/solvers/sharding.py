@@ -30,13 +30,16 @@ all processes' devices (``make_mesh()`` after initialising); arrays are built wi
 shards. See ``scripts/multihost.py`` and docs/scaling.md.
 
 :func:`dpmt.train.methods.make_steps` picks these for ``ExecutionConfig(devices=N)`` (noisy
-GD shards through :func:`dpmt.solvers.noisy_gd.sharded_clipped_sum`); the memory and
+GD's embedding table through :func:`dpmt.solvers.gd_blocks.sharded_fast_clipped_sum` — each
+device pre-gathers its own items' slots, long items in segments — its MLP encoder through
+:func:`dpmt.solvers.noisy_gd.sharded_clipped_sum`); the memory and
 communication model of these steps is :mod:`dpmt.apps.scaling`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import jax
 import jax.numpy as jnp
@@ -47,8 +50,8 @@ from jax.sharding import PartitionSpec as P
 from dpmt.errors import ConfigError, check_range
 from dpmt.solvers import ssp
 from dpmt.solvers.cg import check_cg_steps, check_start, shared_preconditioner
-from dpmt.solvers.layout import (Bucket, Layout, count_trace, map_row_blocks, require_kind,
-                                 require_unsegmented)
+from dpmt.solvers.layout import (Bucket, Layout, Segments, count_trace, map_row_blocks,
+                                 require_kind)
 from dpmt.solvers.user_step import clip_rows, solve_block, system_base, user_block_bytes
 
 AXIS = "rows"
@@ -98,6 +101,40 @@ def request_devices(n_devices: int) -> None:
             jax.config.update("jax_num_cpu_devices", int(n_devices))
         except Exception:  # noqa: BLE001 - older JAX: XLA_FLAGS is the only way
             pass
+
+
+#: the most CPU host devices :func:`auto_devices` makes (the sharded steps are tested on 1, 2
+#: and 4; more pads every bucket to a larger multiple for little more bandwidth)
+MAX_AUTO_DEVICES = 4
+
+
+def cpu_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS tells it)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def request_auto_devices() -> None:
+    """Before JAX's backend starts: ask for :func:`auto_devices`' CPU host devices (the CLI
+    calls it first, so that every run of the command sees them)."""
+    request_devices(min(cpu_cores(), MAX_AUTO_DEVICES))
+
+
+def auto_devices() -> int:
+    """``devices=None`` (auto): on CPU, the host devices JAX has, at most one per core and
+    :data:`MAX_AUTO_DEVICES` — XLA:CPU runs the user and item steps' batched products and
+    LAPACK calls on one thread per device, so devices are how they use several cores. JAX
+    makes one CPU device unless asked before it starts: the CLI asks
+    (:func:`request_auto_devices`), a library call does not change JAX's configuration
+    (call :func:`request_auto_devices` or :func:`request_devices` first, before any JAX
+    work). 1 on an accelerator (one chip; ask for more with ``devices=N``) and in a
+    multi-process run (its mesh is the caller's choice)."""
+    devices = jax.devices()
+    if devices[0].platform != "cpu" or jax.process_count() > 1:
+        return 1
+    return max(1, min(cpu_cores(), MAX_AUTO_DEVICES, len(devices)))
 
 
 def axis_name(mesh: Mesh) -> str:
@@ -171,35 +208,60 @@ def pad_layout(layout: Layout, multiple: int) -> Layout:
         off += nc * r
         new_off += nc * r2
     new_inv[empty] = new_off
+    segments = None
+    if layout.segments is not None:     # long rows' segments: more pad segments, dump slot
+        seg = layout.segments
+        b, n_long = seg.bucket, int(seg.rows.shape[0])
+        r, r2 = b.chunk_rows, -(-b.chunk_rows // multiple) * multiple
+
+        def pad_seg(x, fill=0):
+            x = np.asarray(x)
+            return np.concatenate([x, np.full((b.n_chunks, r2 - r) + x.shape[2:], fill,
+                                              x.dtype)], axis=1)
+        segments = Segments(bucket=Bucket(rows=pad_seg(b.rows), cols=pad_seg(b.cols),
+                                          pos=pad_seg(b.pos), valid=pad_seg(b.valid, False)),
+                            local=pad_seg(seg.local, n_long), rows=np.asarray(seg.rows))
     return Layout(buckets=tuple(buckets), inverse=new_inv.astype(np.int32),
                   n_rows=layout.n_rows, n_cols=layout.n_cols, nnz=layout.nnz,
-                  kind=layout.kind, dim=layout.dim)
+                  kind=layout.kind, dim=layout.dim, segments=segments)
 
 
 def shard_layout(layout: Layout, mesh: Mesh) -> ShardedLayout:
     """Pad ``layout`` (:func:`pad_layout`) and place it row-sharded on ``mesh``: bucket arrays
-    ``P(None, axis[, None])``, ``inverse`` replicated, unrated rows ``P(axis)``."""
-    require_unsegmented(layout, "shard_layout")
+    ``P(None, axis[, None])``, ``inverse`` replicated, unrated rows ``P(axis)``. A segmented
+    layout's segments are sharded like a bucket (only noisy GD's kernel reads them on a mesh,
+    :func:`dpmt.solvers.gd_blocks.sharded_fast_clipped_sum`; the other sharded steps refuse
+    them)."""
     axis = axis_name(mesh)
     D = mesh.devices.size
     empty = ssp.empty_rows(layout).astype(np.int64)
     padded = pad_layout(layout, D)
     E2 = max(D, -(-len(empty) // D) * D)
     empty = np.concatenate([empty, np.full(E2 - len(empty), layout.n_rows)]).astype(np.int32)
-    buckets = tuple(Bucket(rows=_put(b.rows, mesh, P(None, axis)),
-                           cols=_put(b.cols, mesh, P(None, axis, None)),
-                           pos=_put(b.pos, mesh, P(None, axis, None)),
-                           valid=_put(b.valid, mesh, P(None, axis, None)))
-                    for b in padded.buckets)
-    lay = Layout(buckets=buckets, inverse=_put(padded.inverse, mesh, P()),
-                 n_rows=layout.n_rows, n_cols=layout.n_cols, nnz=layout.nnz,
-                 kind=layout.kind, dim=layout.dim)
+
+    def put(b):
+        return Bucket(rows=_put(b.rows, mesh, P(None, axis)),
+                      cols=_put(b.cols, mesh, P(None, axis, None)),
+                      pos=_put(b.pos, mesh, P(None, axis, None)),
+                      valid=_put(b.valid, mesh, P(None, axis, None)))
+    segments = None
+    if padded.segments is not None:
+        seg = padded.segments
+        segments = Segments(bucket=put(seg.bucket), local=_put(seg.local, mesh, P(None, axis)),
+                            rows=_put(seg.rows, mesh, P()))
+    lay = Layout(buckets=tuple(put(b) for b in padded.buckets),
+                 inverse=_put(padded.inverse, mesh, P()), n_rows=layout.n_rows,
+                 n_cols=layout.n_cols, nnz=layout.nnz, kind=layout.kind, dim=layout.dim,
+                 segments=segments)
     return ShardedLayout(layout=lay, empty=_put(empty, mesh, P(axis)), n_devices=D)
 
 
-def bucket_specs(layout: Layout, axis: str):
+def bucket_specs(layout: Layout, axis: str, segments: bool = False):
+    """Partition specs of ``layout``'s buckets (and of its segments' bucket, last, with
+    ``segments``) for ``shard_map``."""
+    n = len(layout.buckets) + (1 if segments and layout.segments is not None else 0)
     return tuple(Bucket(rows=P(None, axis), cols=P(None, axis, None), pos=P(None, axis, None),
-                        valid=P(None, axis, None)) for _ in layout.buckets)
+                        valid=P(None, axis, None)) for _ in range(n))
 
 
 def local_layout(buckets, layout: Layout) -> Layout:

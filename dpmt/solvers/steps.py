@@ -143,15 +143,15 @@ def build_steps(cfg: TrainConfig, train, weights, *, labels=None, devices: int =
       labels: float (nnz,) y_ij or None (implicit feedback, y = 1).
       devices: 1, or the size of the mesh to shard over (the devices must exist).
       segment_items: cut long item rows into fixed-width segments (less padding; the SSP
-        item step on one device reads them, noisy GD and the sharded steps read plain
-        buckets).
+        item step on one device and noisy GD's embedding table on one device or a mesh
+        read them; the method asks for them only where its step reads them).
       shard_items: split the item layout over the devices too (a step over item rows).
       aggregate: sharded data (this process holds only its own users): the sum over the
         processes that the item step applies to its statistics before the noise.
     """
     if cfg.reg is None:          # fit() resolves it by rule first; a direct caller gets λ = 3
         cfg = cfg.replace(reg=BASE_REG)
-    segment = layout_mod.SEGMENT_WIDTH if segment_items and devices == 1 else None
+    segment = layout_mod.SEGMENT_WIDTH if segment_items else None
     items = layout_mod.task_layout(train, dim=cfg.dim, segment_width=segment)
     users = layout_mod.user_layout(train, dim=cfg.dim)
     mesh = None

@@ -36,7 +36,7 @@ from dpmt.config_groups import PLANNED_GD_STEPS
 from dpmt.errors import ConfigError
 from dpmt.privacy import PlannedRelease, Release
 from dpmt.registry import WEIGHTINGS
-from dpmt.solvers.noisy_gd import gd_noise_draws, noisy_gd_sensitivity
+from dpmt.solvers.gd_privacy import gd_noise_draws, noisy_gd_sensitivity
 from dpmt.solvers.steps import ItemNoise, ItemState, Steps, gd_initial_state, gd_item_step
 from dpmt.train.methods import ItemMethod
 
@@ -89,7 +89,7 @@ class NoisyGDMethod(ItemMethod):
 
     def layout(self, cfg: TrainConfig, devices: int) -> tuple[bool, bool]:
         # the embedding table's clipped rows are additive per item: long item rows in segments
-        # on one device (less padding, cache-sized rows; dpmt.solvers.gd_blocks.
+        # on one device or a mesh (less padding; dpmt.solvers.gd_blocks.
         # clipped_item_rows). The MLP's per-user gradients run over user rows: its item
         # layout stays whole
         table = not cfg.gd.uses_mlp

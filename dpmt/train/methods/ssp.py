@@ -48,7 +48,8 @@ class SSPMethod(ItemMethod):
         return ssp_item_step(steps)
 
     def layout(self, cfg: TrainConfig, devices: int) -> tuple[bool, bool]:
-        return True, True            # segmented item rows on one device
+        return devices == 1, True    # segmented item rows on one device (the sharded
+        # SSP step reads plain buckets)
 
     def default_prior(self, noisy_users, epsilon, weights) -> tuple[float, str]:
         r = PRIOR_SCALE / (max(float(noisy_users or 0.0), 1.0) * float(epsilon))
