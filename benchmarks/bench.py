@@ -69,6 +69,17 @@ from benchmarks.bench_report import (ML20M_INTERACTIONS, SCHEMA_VERSION, MatmulP
 HELP = "benchmarks: item/user/GD steps, FLOP/s against the measured matmul peak, peak memory"
 
 
+def _devices_arg(s: str):
+    """``--devices``: a count, or ``auto``."""
+    if s.strip().lower() == "auto":
+        return None
+    try:
+        return int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--devices must be an integer or auto (got {s!r})"
+                                         ) from None
+
+
 def make_dataset(interactions: int | None, dataset: str = "synthetic-ml-20m",
                  data_dir: str = "data", seed: int = 0):
     """The benchmark's ratings: ``dataset`` is ``synthetic-ml-20m`` (make_synthetic_like
@@ -526,10 +537,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--against-repeats", type=int, default=3,
                    help="rounds of the --against comparison (best reported; default 3)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--devices", type=int, default=1,
+    p.add_argument("--devices", type=_devices_arg, default=None, metavar="N",
                    help="shard the user and item steps over this many devices (on CPU: "
                         "that many host devices are created, one thread each — how the "
-                        "single-threaded LAPACK kernels use several cores)")
+                        "single-threaded kernels use several cores; default: auto, as "
+                        "`dpmt train`: one per core, at most 4)")
     p.add_argument("--matmul-size", type=int, default=4096,
                    help="n of the n×n float32 matmul that measures the peak (default 4096)")
     p.add_argument("--json", default=None, help="write the result here")
@@ -560,7 +572,7 @@ def run(args) -> int:
         (lambda msg: print(msg, file=sys.stderr, flush=True))
     if args.dim < 1:
         raise ConfigError(f"--dim must be >= 1 (got {args.dim})")
-    if args.devices < 1:
+    if args.devices is not None and args.devices < 1:
         raise ConfigError(f"--devices must be >= 1 (got {args.devices})")
     if args.interactions is not None and args.interactions < 1:
         raise ConfigError(f"--interactions must be >= 1 (got {args.interactions})")
@@ -581,6 +593,11 @@ def run(args) -> int:
                           "(pip install implicit)")
     if args.against_repeats < 1:
         raise ConfigError(f"--against-repeats must be >= 1 (got {args.against_repeats})")
+    if args.devices is None:           # auto, as `dpmt train`
+        from dpmt.solvers.sharding import auto_devices, request_auto_devices
+
+        request_auto_devices()         # effective before JAX's backend starts (as here)
+        args.devices = auto_devices()
     if args.devices > 1:
         import jax
 

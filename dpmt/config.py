@@ -449,7 +449,12 @@ class ExecutionConfig:
     devices: shard the user step (by users) and the item step (by items; by users for noisy
       GD with the MLP encoder) over this many devices (:mod:`dpmt.solvers.sharding`). The noise
       of item i is keyed by i, so 1, 2 or 4 devices give the same V up to float32 round-off.
-      On CPU, that many host devices are created when JAX has not started yet.
+      On CPU, that many host devices are created when JAX has not started yet. None (auto,
+      the default): :func:`dpmt.solvers.sharding.auto_devices` — on CPU the host devices JAX
+      has, at most one per core and 4 (XLA:CPU runs the steps' batched kernels on one thread
+      per device, so devices are how they use the cores; the CLI asks JAX for one per core
+      before it starts, a library call leaves JAX's configuration alone); 1 on an
+      accelerator and with ``sharded_data``.
     data_dir: where datasets are downloaded and read.
     progress: progress bars and status lines on stderr.
     lapack_threads: see :func:`dpmt.runtime.limit_lapack_threads` (one thread per LAPACK call
@@ -461,10 +466,11 @@ class ExecutionConfig:
       holding every user; V equal up to float32 round-off of the summation order.
     """
 
-    devices: int = _f(1, "shard the user and item steps over this many devices; any number "
-                      "makes the same releases with the same noise and ε, and V equal up to "
-                      "float32 round-off (on CPU: that many host devices, one core each)",
-                      "execution")
+    devices: int | None = _f(None, "shard the user and item steps over this many devices; "
+                             "any number makes the same releases with the same noise and ε, "
+                             "and V equal up to float32 round-off (on CPU: that many host "
+                             "devices, one core each)", "execution",
+                             none="auto: on CPU one per core, at most 4; else 1")
     data_dir: str = _f("data", "where datasets are downloaded and read", "execution")
     progress: bool = _f(True, "no progress bars", "execution", flag="--quiet")
     lapack_threads: int | None = _f(None, "threads of the OpenBLAS behind the CPU LAPACK "
@@ -477,7 +483,8 @@ class ExecutionConfig:
 
     def __post_init__(self):
         check_types(self)
-        check_range("devices", self.devices, low=1, integer=True)
+        if self.devices is not None:
+            check_range("devices", self.devices, low=1, integer=True)
         if not isinstance(self.data_dir, str) or not self.data_dir:
             raise ConfigError(f"data_dir must be a non-empty path (got {self.data_dir!r})")
         if self.lapack_threads is not None:

@@ -506,11 +506,13 @@ def _disk_message(e: OSError, args) -> str:
 def _dispatch(args) -> int:
     try:
         _check_platform()
-        devices = getattr(args, "devices", 1)
-        if isinstance(devices, int) and devices > 1:   # before anything starts JAX's backend
-            from dpmt.solvers.sharding import request_devices
+        if hasattr(args, "devices"):          # before anything starts JAX's backend
+            from dpmt.solvers.sharding import request_auto_devices, request_devices
 
-            request_devices(devices)
+            if args.devices is None:          # auto: one CPU host device per core (≤ 4)
+                request_auto_devices()
+            elif isinstance(args.devices, int) and args.devices > 1:
+                request_devices(args.devices)
         return int(args.func(args) or 0)
     except DpmtError as e:
         print(f"dpmt {args.command}: error: {e}", file=sys.stderr)

@@ -41,6 +41,7 @@ from dpmt.labels import bias_refit, item_statistics, rating_labels, user_step_la
 from dpmt.privacy import PrivacyLedger, private_counts, private_mean
 from dpmt.privacy.mechanisms import private_item_offsets, select_items
 from dpmt.privacy.randomness import NoiseSource, shared_across_processes
+from dpmt.solvers.sharding import auto_devices
 from dpmt.registry import TASKS
 from dpmt.runtime import limit_lapack_threads
 from dpmt.solvers import collectives
@@ -212,14 +213,14 @@ def setup(train, config: TrainConfig | None = None, *, validation=None, test=Non
                         keyed=aggregate is not None)
     check_weight_budget(model_cfg, train, w)
     steps = make_steps(model_cfg, train, w, labels=labels, item_features=item_features,
-                       devices=ex.devices, aggregate=aggregate)
+                       devices=run_devices(ex), aggregate=aggregate)
     state, history, U = LoopState(V0, 0, steps.item_step.init(k_init, V0)), [], None
     if saved:
         state = LoopState(jnp.asarray(saved["V"]), saved["iteration"], saved["item_state"])
         history = saved["history"]
-        # the CG user step's warm start, so that the resumed run is bit-identical (sharded
-        # runs restart the user step exactly, as before: U is sharded by users there)
-        if "U" in saved and steps.mesh is None:
+        # the CG user step's warm start, so that the resumed run is bit-identical (on a
+        # mesh too: the sharded user step returns U replicated and replicates its start)
+        if "U" in saved:
             U = jnp.asarray(saved["U"])
     return TrainingRun(
         cfg=cfg, model_cfg=model_cfg, why=why, ex=ex, plan=plan, ledger=ledger, noise=src,
@@ -277,6 +278,15 @@ class _OnceReleases:
         return noisy_counts, noisy_n, selected
 
 
+def run_devices(ex: ExecutionConfig) -> int:
+    """The devices a run shards over: ``ex.devices``, or for ``None`` (auto)
+    :func:`dpmt.solvers.sharding.auto_devices` (1 with sharded data: one device per
+    process)."""
+    if ex.devices is not None:
+        return ex.devices
+    return 1 if ex.sharded_data else auto_devices()
+
+
 def _sum_over_processes(cfg: TrainConfig, ex: ExecutionConfig, train, run_dir):
     """``process_sum`` for sharded data (:mod:`dpmt.solvers.collectives`), or None; refuses
     (ConfigError, before anything is released) what the summed path does not cover yet."""
@@ -293,7 +303,7 @@ def _sum_over_processes(cfg: TrainConfig, ex: ExecutionConfig, train, run_dir):
          "a private item selection (every process must index the same public catalogue: "
          "read the shards with dpmt.data.shards.read_user_shard)"),
         (run_dir is not None, "checkpoints (each process would hold its own U)"),
-        (ex.devices > 1, "devices > 1 (one device per process)"),
+        ((ex.devices or 1) > 1, "devices > 1 (one device per process)"),
         (cfg.gd.sampling_rate is not None, "Poisson sampling (sampling_rate)"),
         (cfg.gd.uses_mlp, "encoder='mlp'"),
     ) if bad]
