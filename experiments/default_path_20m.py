@@ -9,12 +9,16 @@ the first user step is exact, the second compiles the CG one). A benchmark: the 
 reproducible, nothing is published.
 
     .venv/bin/python experiments/default_path_20m.py --json experiments/default_path_20m.json
-        [--compare-blocked]
+        [--compare-blocked] [--devices auto|N]
 
 Measured 2026-12-04 with U's rows pre-gathered (``experiments/default_path_20m.json``, load
 3-5 on the 2 shared cores): steady iteration 23.9 s (17.3 s in an earlier run), peak RSS
 8.3 GB; item step 8.6 s pre-gathered against 33.9 s blocked (the parent kernel), user step
 3.8 s. Before (20 steps, load ~2): 46.6 s.
+
+2026-12-05, AMD EPYC 2 cores, quiet, noisy GD pre-gathered on a mesh: ``--devices auto`` (2)
+steady 7.58 s (``experiments/default_path_20m_auto.json``), ``--devices 1`` 10.58 s
+(``experiments/default_path_20m_1dev.json``); peak RSS 8.6 / 8.2 GB.
 """
 
 from __future__ import annotations
@@ -38,7 +42,16 @@ def main(argv=None) -> int:
                          "U's rows pre-gathered (the default) and without "
                          "(gd_blocks.PREGATHER_BYTES = 0: the parent kernel), interleaved, "
                          "best of 2")
+    ap.add_argument("--devices", default="auto",
+                    help="devices to shard over: auto (as `dpmt train`: one CPU host device "
+                         "per core, at most 4) or a number")
     args = ap.parse_args(argv)
+    from dpmt.solvers.sharding import auto_devices, request_auto_devices, request_devices
+
+    if args.devices == "auto":
+        request_auto_devices()           # before JAX starts, as the CLI does
+    else:
+        request_devices(int(args.devices))
     import jax
 
     from benchmarks.bench import make_dataset
@@ -53,7 +66,8 @@ def main(argv=None) -> int:
     t_data = time.perf_counter() - t0
     cfg = default_config(args.dim, args.epsilon, repeats=args.iterations - 2)
     t0 = time.perf_counter()
-    run = setup(train, cfg, execution=ExecutionConfig(progress=False),
+    devices = auto_devices() if args.devices == "auto" else int(args.devices)
+    run = setup(train, cfg, execution=ExecutionConfig(progress=False, devices=devices),
                 noise=NoiseSource.from_seed(0))
     t_setup = time.perf_counter() - t0
     secs = []
@@ -94,7 +108,7 @@ def main(argv=None) -> int:
     res = {"interactions": int(train.nnz), "users": int(train.n_users),
            "items": int(train.n_items), "dim": args.dim, "epsilon": args.epsilon,
            "solver": m.solver, "user_solve": m.user_solve, "weights": m.weights,
-           "gd_steps": m.gd.steps, "data_seconds": t_data, "setup_seconds": t_setup,
+           "gd_steps": m.gd.steps, "devices": devices, "data_seconds": t_data, "setup_seconds": t_setup,
            "iteration_seconds": secs, "steady_iteration_seconds": min(secs[2:] or secs),
            "peak_rss_bytes": peak_rss, "parts_seconds": parts,
            "load_average": os.getloadavg()}
