@@ -181,7 +181,7 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
                gd: bool = True, breakdown: bool = True, seed: int = 0,
                epsilon: float = 5.0, devices: int = 1, matmul_size: int = 4096,
                item_solve: str | None = None, user_solve: str | None = None,
-               compare: bool = True,
+               user_cg_steps: int | None = None, compare: bool = True,
                against: str | None = None, against_repeats: int = 3,
                log=print) -> dict:
     """Measure one (dataset, d): see the module docstring. Returns the JSON-able result.
@@ -190,7 +190,8 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
     ``"shift"``); ``compare``: also time the other one (``"project"``, the reference's
     Algorithm 1, when timing "shift"; ``"shift"`` otherwise) on the same inputs right after
     it (``item_step_compare``). ``user_solve``: the user step's solve (default TrainConfig's,
-    exact; "cg" warm-starts from the previous iteration's U, as ``fit`` does).
+    exact; "cg" warm-starts from the previous iteration's U, as ``fit`` does);
+    ``user_cg_steps``: its CG steps in every timed run (default TrainConfig's).
     ``against="implicit"``: also run :func:`against_implicit` (``against_repeats`` rounds)
     with the private runs of :func:`~benchmarks.bench_implicit.private_runs` (this SSP
     config and the default path, each set up afresh).
@@ -231,9 +232,11 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
     # default item solve unless told otherwise
     item_solve = item_solve or TrainConfig().ssp.item_solve
     user_solve = user_solve or TrainConfig().user_solve
+    user_cg_steps = user_cg_steps or TrainConfig().user_cg_steps
     other_solve = "project" if item_solve == "shift" else "shift"
     cfg = TrainConfig(dim=dim, iterations=iterations + 1, solver="ssp", weights="adaptive", reg=1.0,
-                      user_solve=user_solve, data=dict(seed=seed), ssp=dict(item_solve=item_solve),
+                      user_solve=user_solve, user_cg_steps=user_cg_steps, data=dict(seed=seed),
+                      ssp=dict(item_solve=item_solve),
                       privacy=dict(epsilon=epsilon))
     t0 = time.perf_counter()
     # counts, weights, layouts and steps: fit's own setup (a benchmark: reproducible noise on
@@ -329,6 +332,7 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
         "n_users": int(train.n_users), "n_items": int(train.n_items),
         "interactions": int(train.nnz), "dim": int(dim), "devices": int(devices),
         "item_solve": item_solve, "user_solve": user_solve, "cg_steps": cfg.cg_steps,
+        "user_cg_steps": cfg.user_cg_steps,
         "iterations_timed": int(iterations),
         "matmul_peak_flops": P, "matmul_peak_samples": peak.samples,
         "setup_seconds": {"data": t_data, "layouts_and_weights": t_setup},
@@ -526,6 +530,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--user-solve", choices=("exact", "cg"), default=None,
                    help=f"the user step's solve (default {defaults.user_solve}; cg: "
                         "warm-started conjugate gradients from the previous U)")
+    p.add_argument("--user-cg-steps", type=int, default=None, metavar="N",
+                   help=f"the CG user step's steps in every timed run, the default path's "
+                        f"included (default {defaults.user_cg_steps})")
     p.add_argument("--no-compare", action="store_true",
                    help="skip the timing of the other item solve on the same inputs "
                         "(project when timing shift, shift otherwise)")
@@ -576,6 +583,8 @@ def run(args) -> int:
         raise ConfigError(f"--devices must be >= 1 (got {args.devices})")
     if args.interactions is not None and args.interactions < 1:
         raise ConfigError(f"--interactions must be >= 1 (got {args.interactions})")
+    if args.user_cg_steps is not None and args.user_cg_steps < 1:
+        raise ConfigError(f"--user-cg-steps must be >= 1 (got {args.user_cg_steps})")
     if args.suite or args.report_only:
         out_dir = Path(args.out_dir)
         if args.report_only:
@@ -614,6 +623,7 @@ def run(args) -> int:
                      data_dir=args.data_dir, iterations=args.iterations, gd=not args.no_gd,
                      breakdown=not args.no_breakdown, seed=args.seed,
                      item_solve=args.item_solve, user_solve=args.user_solve,
+                     user_cg_steps=args.user_cg_steps,
                      compare=not args.no_compare,
                      against=args.against,
                      against_repeats=args.against_repeats, log=log)

@@ -29,24 +29,28 @@ def implicit_available() -> bool:
     return True
 
 
-def default_config(dim: int, epsilon: float, *, repeats: int, seed: int = 0):
+def default_config(dim: int, epsilon: float, *, repeats: int, seed: int = 0,
+                   user_cg_steps: int | None = None):
     """The config ``dpmt train --dim DIM --epsilon EPS --seed SEED`` trains with (every other
     setting :class:`~dpmt.config.TrainConfig`'s default, the auto ones left to the rules of
     :mod:`dpmt.train.defaults`), with at least :data:`PRIVATE_WARMUP` + ``repeats``
     iterations so that each round times an iteration of its own (an iteration's work does not
-    depend on how many there are; only the calibrated noise scale does)."""
+    depend on how many there are; only the calibrated noise scale does). ``user_cg_steps``:
+    the CG user step's steps, when not the default's (``dpmt bench --user-cg-steps``)."""
     from dpmt.config import TrainConfig
 
     base = TrainConfig()
     return base.replace(dim=dim, iterations=max(base.iterations, PRIVATE_WARMUP + repeats),
-                        data=dict(seed=seed), privacy=dict(epsilon=epsilon))
+                        data=dict(seed=seed), privacy=dict(epsilon=epsilon),
+                        user_cg_steps=user_cg_steps or base.user_cg_steps)
 
 
 def private_runs(train, ssp_cfg, *, repeats: int, execution=None, noise_seed: int = 0) -> dict:
     """The private runs the comparison times, each made by fit's own
     :func:`dpmt.train.training_run.setup` (counts, auto settings, weights, layouts, steps):
     ``dpmt_private_<item_solve>``, the benchmark's SSP config ``ssp_cfg`` (adaptive weights,
-    λ = 1); :data:`DEFAULT_PATH`, :func:`default_config` at ``ssp_cfg``'s d, ε and seed.
+    λ = 1); :data:`DEFAULT_PATH`, :func:`default_config` at ``ssp_cfg``'s d, ε, seed and
+    user CG steps.
     Each has :data:`PRIVATE_WARMUP` + ``repeats`` iterations (reproducible noise: a
     benchmark, its models are never published)."""
     from dpmt.privacy.randomness import NoiseSource
@@ -55,7 +59,8 @@ def private_runs(train, ssp_cfg, *, repeats: int, execution=None, noise_seed: in
     n = PRIVATE_WARMUP + repeats
     cfgs = {f"dpmt_private_{ssp_cfg.ssp.item_solve}": ssp_cfg.replace(iterations=n),
             DEFAULT_PATH: default_config(ssp_cfg.dim, ssp_cfg.privacy.epsilon, repeats=repeats,
-                                         seed=ssp_cfg.data.seed)}
+                                         seed=ssp_cfg.data.seed,
+                                         user_cg_steps=ssp_cfg.user_cg_steps)}
     return {name: setup(train, cfg, execution=execution,
                         noise=NoiseSource.from_seed(noise_seed))
             for name, cfg in cfgs.items()}
@@ -69,7 +74,7 @@ def run_description(run) -> dict:
            "weights": c.weights, "reg": c.reg, "epsilon": c.privacy.epsilon,
            "delta": c.privacy.delta,
            "dim": c.dim, "iterations": c.iterations, "gravity": c.gravity,
-           "cg_steps": c.cg_steps}
+           "cg_steps": c.cg_steps, "user_cg_steps": c.user_cg_steps}
     if run.method.name == "ssp":
         out["item_solve"] = c.ssp.item_solve
     else:
@@ -107,8 +112,8 @@ def against_implicit(train, w, steps, V, *, repeats: int = 3, private_runs=None,
     dpmt, non-private: ``steps.solve_users(V)`` then the item step with no noise
     (``ItemNoise()``), with the exact gravity term ``α0·UᵀU``, once with each item solve
     ("project": eigh + Cholesky per item even without noise; "shift": s = 0, Cholesky only —
-    the plain weighted ALS; "cg": ``cfg.cg_steps`` warm-started conjugate-gradient steps for
-    the item and the user systems, matrix-free (no Gram matrix formed) as implicit's CG
+    the plain weighted ALS; "cg": ``cfg.cg_steps`` / ``cfg.user_cg_steps`` warm-started
+    conjugate-gradient steps for the item / the user systems, matrix-free (no Gram matrix formed) as implicit's CG
     solver does — TrainConfig's solves; its starting points are the exact U at ``V`` and
     ``V`` itself, computed once; a fixed step count does the same work from any start).
 
@@ -143,14 +148,17 @@ def against_implicit(train, w, steps, V, *, repeats: int = 3, private_runs=None,
     # name: (item solve, user solve, CG steps); CG at dpmt's step count (TrainConfig's
     # solves), at implicit's (3) where that differs, and the CG item solve with the exact
     # user step
-    modes = {"project": ("project", "exact", cfg.cg_steps),
-             "shift": ("shift", "exact", cfg.cg_steps), "cg": ("cg", "cg", cfg.cg_steps),
-             "cg_exact_users": ("cg", "exact", cfg.cg_steps)}
-    if cfg.cg_steps != IMPLICIT_CG_STEPS:
-        modes[f"cg_{IMPLICIT_CG_STEPS}"] = ("cg", "cg", IMPLICIT_CG_STEPS)
-    for name, (item_solve, user_solve, cg_steps) in modes.items():
+    item_cg, user_cg = cfg.cg_steps, cfg.user_cg_steps
+    modes = {"project": ("project", "exact", item_cg, user_cg),
+             "shift": ("shift", "exact", item_cg, user_cg),
+             "cg": ("cg", "cg", item_cg, user_cg),
+             "cg_exact_users": ("cg", "exact", item_cg, user_cg)}
+    if (item_cg, user_cg) != (IMPLICIT_CG_STEPS, IMPLICIT_CG_STEPS):
+        modes[f"cg_{IMPLICIT_CG_STEPS}"] = ("cg", "cg", IMPLICIT_CG_STEPS, IMPLICIT_CG_STEPS)
+    for name, (item_solve, user_solve, cg_steps, user_cg_steps) in modes.items():
         st = dataclasses.replace(steps, cfg=cfg.replace(
-            user_solve=user_solve, cg_steps=cg_steps, ssp=dict(item_solve=item_solve)))
+            user_solve=user_solve, cg_steps=cg_steps, user_cg_steps=user_cg_steps,
+            ssp=dict(item_solve=item_solve)))
         st.item_step = ssp_item_step(st)
         dp[name] = st
     U_start = jax.block_until_ready(dp["shift"].solve_users(V))
@@ -212,7 +220,8 @@ def against_implicit(train, w, steps, V, *, repeats: int = 3, private_runs=None,
 
     out = {"implicit_version": getattr(implicit, "__version__", "?"),
            "factors": d, "regularization": cfg.reg, "repeats": repeats,
-           "cg_steps": cfg.cg_steps, "seconds": best, "seconds_all": times,
+           "cg_steps": cfg.cg_steps, "user_cg_steps": cfg.user_cg_steps, "seconds": best,
+           "seconds_all": times,
            # every row's best seconds over implicit's: "× implicit CG", "× implicit exact"
            "ratio_over_implicit_cg": {k: v / best["implicit_cg"] for k, v in best.items()},
            "ratio_over_implicit_exact": {k: v / best["implicit_exact"]
@@ -317,7 +326,9 @@ def implicit_lines(results: list[dict]) -> list[str]:
             out.append(line + ".")
         if "dpmt_nonprivate_cg" in sec and cg and ex:
             out.append(f"* dpmt's non-private iteration with its default solves (CG items and "
-                       f"users, {a.get('cg_steps', '?')} warm-started steps; implicit's CG "
+                       f"users, {a.get('cg_steps', '?')} / "
+                       f"{a.get('user_cg_steps', a.get('cg_steps', '?'))} warm-started steps; "
+                       "implicit's CG "
                        f"takes 3) takes {sec['dpmt_nonprivate_cg'] / cg:.2f}x implicit's CG "
                        f"time (target ≤ 1.5) and {sec['dpmt_nonprivate_cg'] / ex:.2f}x its "
                        "exact time (target ≤ 1).")

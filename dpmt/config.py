@@ -152,15 +152,20 @@ class TrainConfig:
     gd: GDConfig = dataclasses.field(default_factory=GDConfig, metadata={"cli": False})
     ssp: SSPConfig = dataclasses.field(default_factory=SSPConfig, metadata={"cli": False})
     user_solve: str = _f("cg", "how the (unreleased) user systems are solved: cg "
-                         "(--cg-steps matrix-free conjugate-gradient steps from the previous "
-                         "iteration's U, which the trainer's checkpoint keeps so that a resume "
-                         "is bit-identical; 2.1x faster at ML-20M scale, V within 1e-7 of "
-                         "exact and the same quality --quick figures; the first iteration is "
-                         "exact) or exact (Cholesky)", "solver",
+                         "(--user-cg-steps matrix-free conjugate-gradient steps from the "
+                         "previous iteration's U, which the trainer's checkpoint keeps so that "
+                         "a resume is bit-identical; 2.1x faster than exact at ML-20M scale "
+                         "with 8 steps, with the same quality --quick figures; the first "
+                         "iteration is exact) or exact (Cholesky)", "solver",
                          choices=USER_SOLVES)
-    cg_steps: int = _f(8, "conjugate-gradient steps per system of item_solve=cg / "
-                       "user_solve=cg (implicit's use_cg takes 3; 8 leave ~1e-4 relative "
-                       "difference to the exact solve at ML-20M scale)", "solver")
+    cg_steps: int = _f(8, "conjugate-gradient steps per item system of item_solve=cg "
+                       "(SSP's released systems and the non-private item step; 8 leave "
+                       "~1e-4 relative difference to the exact solve at ML-20M scale)",
+                       "solver")
+    user_cg_steps: int = _f(3, "conjugate-gradient steps per user system of user_solve=cg, "
+                            "warm-started from the previous U (implicit's use_cg takes 3; "
+                            "the same test Recall@20 as 8 on the quality benchmark: "
+                            "experiments/cg_steps_quality.py)", "solver")
 
     # -- privacy -----------------------------------------------------------------------
     privacy: PrivacyConfig | NonPrivate = dataclasses.field(default_factory=PrivacyConfig,
@@ -193,6 +198,7 @@ class TrainConfig:
         check_range("iterations", self.iterations, low=0 if TASKS[self.task].labelled else 1,
                     high=10_000, integer=True)        # ratings: 0 = the bias model alone
         check_range("cg_steps", self.cg_steps, low=1, high=MAX_DIM, integer=True)
+        check_range("user_cg_steps", self.user_cg_steps, low=1, high=MAX_DIM, integer=True)
         if self.reg is not None:
             check_range("reg", self.reg, low=0.0, high=BIG, low_open=True)
         check_range("gravity", self.gravity, low=0.0, high=BIG)
@@ -313,6 +319,8 @@ class TrainConfig:
         flat["private"] = self.private
         if not TASKS[self.task].labelled:   # a rating setting added in version 4: implicit
             del flat["user_offsets"]        # models keep their fingerprints
+        if self.user_cg_steps == self.cg_steps:  # version 5's split of cg_steps: a config
+            del flat["user_cg_steps"]            # of version ≤ 4 keeps its fingerprint
         if self.private:
             flat.update(d["privacy"])
         else:                   # the privacy defaults, with the task's count noise ratio
@@ -346,7 +354,9 @@ class TrainConfig:
     def diff(self, other: "TrainConfig") -> list[str]:
         """``setting: mine → other's`` for every setting that differs, by its flat name
         (``epsilon``, ``dataset``, ``private``, ``gd.steps``...: :meth:`flat_dict`)."""
-        a, b = _flat(self.flat_dict()), _flat(other.flat_dict())
+        # every setting by its value (flat_dict leaves out user_cg_steps = cg_steps)
+        a, b = ({**_flat(c.flat_dict()), "user_cg_steps": c.user_cg_steps}
+                for c in (self, other))
         return [f"{k}: {a.get(k)!r} → {b.get(k)!r}" for k in sorted(set(a) | set(b))
                 if a.get(k) != b.get(k)]
 

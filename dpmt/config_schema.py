@@ -12,7 +12,7 @@ from __future__ import annotations
 from dpmt.errors import ConfigError
 
 #: the schema of a stored config (``config_version``)
-CONFIG_VERSION = 4
+CONFIG_VERSION = 5
 
 #: version 1's flat noisy-GD settings → their names in version 2's ``gd`` sub-config
 _V1_GD = {"gd_steps": "steps", "gd_learning_rate": "learning_rate", "gd_clip": "clip",
@@ -85,8 +85,23 @@ def _v3_to_v4(d: dict) -> dict:
     return {**d, **out}
 
 
+#: CG steps of every CG solve, the user step's included, when versions 1 to 4 were written
+_V4_CG_STEPS = 8
+
+
+def _v4_to_v5(d: dict) -> dict:
+    """Version 4 → 5: ``cg_steps`` set the steps of the CG user step too; since version 5
+    ``user_cg_steps`` (default 3) does, so a version-4 config gets its ``cg_steps`` (8 when
+    left out, the default then) written in as ``user_cg_steps`` and trains the model it
+    did."""
+    if "user_cg_steps" in d:
+        raise ConfigError("a version-4 config has no user_cg_steps (its cg_steps set the user "
+                          "step too): set config_version to 5, or drop user_cg_steps")
+    return {**d, "user_cg_steps": d.get("cg_steps", _V4_CG_STEPS)}
+
+
 #: version v → the step that rewrites a stored config of version v into version v + 1
-_MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+_MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
 
 
 def stored_version(d: dict) -> int:

@@ -252,6 +252,27 @@ def test_user_step_cg_from_a_start(small):
     assert np.max(_rel(got[rated], exact[rated])) < 1e-4
 
 
+def test_the_user_step_takes_user_cg_steps_and_the_item_step_cg_steps(small):
+    """``user_cg_steps`` is the CG user step's count, ``cg_steps`` the item systems': the
+    training steps' user solve is solve_users at user_cg_steps, whatever cg_steps says."""
+    from dpmt.solvers.steps import build_steps
+
+    r, d, w, _ = small
+    V = np.random.default_rng(5).standard_normal((r.n_items, d)).astype(np.float32)
+    U0 = np.zeros((r.n_users, d), np.float32)
+    got = {}
+    for user, item in ((1, 8), (1, 1), (4, 1)):
+        cfg = TrainConfig(dim=d, solver="ssp", reg=1.0, gravity=0.05, user_cg_steps=user,
+                          cg_steps=item, privacy=dict(epsilon=1.0))
+        got[user, item] = np.asarray(build_steps(cfg, r, w).solve_users(V, U0))
+    ul = user_layout(r, dim=d)
+    kw = dict(reg=1.0, alpha0=0.05, clip_norm=TrainConfig(dim=d).user_clip, U0=U0)
+    np.testing.assert_array_equal(got[1, 8], got[1, 1])
+    np.testing.assert_allclose(got[1, 8], np.asarray(solve_users(ul, V, cg_steps=1, **kw)),
+                               rtol=1e-6, atol=1e-7)
+    assert not np.allclose(got[4, 1], got[1, 1])
+
+
 def test_fit_with_cg_solves_spends_the_same_budget_and_tracks_the_exact_model():
     """item_solve="cg", user_solve="cg": the same releases (ε, noise) as shift; with d CG steps
     the model is shift's up to round-off, with 1 step it is not."""
@@ -264,8 +285,8 @@ def test_fit_with_cg_solves_spends_the_same_budget_and_tracks_the_exact_model():
                        privacy=dict(epsilon=3.0, noise_seed=2))
     runs = {name: fit(split.train, base.replace(**route(kw))) for name, kw in {
         "shift": dict(item_solve="shift"),
-        "cg": dict(item_solve="cg", user_solve="cg", cg_steps=6),
-        "cg1": dict(item_solve="cg", user_solve="cg", cg_steps=1)}.items()}
+        "cg": dict(item_solve="cg", user_solve="cg", cg_steps=6, user_cg_steps=6),
+        "cg1": dict(item_solve="cg", user_solve="cg", cg_steps=1, user_cg_steps=1)}.items()}
     assert runs["cg"].epsilon == runs["shift"].epsilon
     assert [(e.name, e.noise_std) for e in runs["cg"].ledger.releases] == \
         [(e.name, e.noise_std) for e in runs["shift"].ledger.releases]

@@ -57,11 +57,16 @@ def test_fingerprints_are_those_computed_before_the_version_was_stored():
     TrainConfig field moves them, on purpose; so did version 3's default ``gd.steps=None``
     (the rule), while the version-2 default, 20 steps, kept its fingerprint. Version 4's
     rating setting ``user_offsets`` enters a rating config's fingerprint only (the rating
-    model changed with it; an implicit model did not)."""
-    assert TrainConfig().replace(gd=dict(steps=20)).fingerprint() == "36452aec0d2e6152"
-    assert TrainConfig().fingerprint() == "47693cace1e49e9e"
-    assert _cfg().fingerprint() == "d1a938ee0a9a0a9e"
-    assert TrainConfig.from_dict(_cfg().stored()).fingerprint() == "d1a938ee0a9a0a9e"
+    model changed with it; an implicit model did not). Version 5's ``user_cg_steps``
+    enters only where it differs from ``cg_steps`` (before, ``cg_steps`` set both)."""
+    assert TrainConfig(user_cg_steps=8).replace(gd=dict(steps=20)).fingerprint() == \
+        "36452aec0d2e6152"
+    assert TrainConfig(user_cg_steps=8).fingerprint() == "47693cace1e49e9e"
+    assert _cfg(user_cg_steps=8).fingerprint() == "d1a938ee0a9a0a9e"
+    assert TrainConfig.from_dict(_cfg(user_cg_steps=8).stored()).fingerprint() == \
+        "d1a938ee0a9a0a9e"
+    # version 5's user_cg_steps = 3 is a different model (fewer user CG steps)
+    assert TrainConfig().fingerprint() not in ("47693cace1e49e9e", "36452aec0d2e6152")
     rating = TrainConfig(task="rating", data=dict(split="random"))
     assert rating.fingerprint() != rating.replace(user_offsets="mean").fingerprint()
 
@@ -81,6 +86,26 @@ def test_a_version_1_config_is_migrated(versioned):
     assert not {"data_dir", "devices", "gd_steps", "encoder", "config_version"} & set(m)
     assert cfg.task == TrainConfig().task and cfg.init == TrainConfig().init
     assert d == ({**V1, "config_version": 1} if versioned else V1)   # the input untouched
+
+
+@pytest.mark.parametrize("cg_steps", [None, 5])
+def test_a_version_4_config_keeps_its_user_cg_steps(cg_steps):
+    """Up to version 4 ``cg_steps`` set the CG user step's steps too (8 by default): the
+    migrated config trains that model and keeps its fingerprint."""
+    d = TrainConfig().stored()
+    del d["user_cg_steps"]
+    if cg_steps is None:
+        del d["cg_steps"]
+    else:
+        d["cg_steps"] = cg_steps
+    cfg = TrainConfig.from_dict({**d, "config_version": 4})
+    want = 8 if cg_steps is None else cg_steps
+    assert (cfg.cg_steps, cfg.user_cg_steps) == (want, want)
+    assert cfg.fingerprint() == TrainConfig(cg_steps=want, user_cg_steps=want).fingerprint()
+    if cg_steps is None:
+        assert cfg.fingerprint() == "47693cace1e49e9e"
+    with pytest.raises(ConfigError, match="version-4 config has no user_cg_steps"):
+        TrainConfig.from_dict({**d, "user_cg_steps": 3, "config_version": 4})
 
 
 def test_a_version_1_config_with_a_gd_object_is_refused():
@@ -162,7 +187,8 @@ def test_a_version_3_rating_config_keeps_its_user_bias():
     """Version 3's rating model took b_j from the clipped labels, never refitted, and had no
     slopes: migrated, it says so (and folds users in as it was trained); an implicit config
     is unchanged, and a version-4 rating config keeps what it states."""
-    v3 = {**TrainConfig(task="rating", data=dict(split="random")).flat_dict(),
+    v3 = {**TrainConfig(task="rating", data=dict(split="random"),
+                        user_cg_steps=8).flat_dict(),
           "config_version": 3}                   # flat_dict: version 3's form
     del v3["user_offsets"]
     cfg = TrainConfig.from_dict(v3)
@@ -172,6 +198,6 @@ def test_a_version_3_rating_config_keeps_its_user_bias():
     assert not bias_refit(cfg) and not slopes(cfg)
     assert TrainConfig.from_dict(TrainConfig(task="rating", data=dict(split="random")).stored()
                                  ).user_offsets == "slopes"
-    imp = {**TrainConfig().flat_dict(), "config_version": 3}
-    assert "user_offsets" not in imp
-    assert TrainConfig.from_dict(imp) == TrainConfig()
+    imp = {**TrainConfig(user_cg_steps=8).flat_dict(), "config_version": 3}
+    assert "user_offsets" not in imp and "user_cg_steps" not in imp
+    assert TrainConfig.from_dict(imp) == TrainConfig(user_cg_steps=8)

@@ -151,7 +151,7 @@ def test_a_fast_run_resumes_bit_identically(ratings, tmp_path):
 
 def test_a_version_2_config_keeps_its_20_steps():
     """Before version 3 a missing gd.steps meant 20; it still does."""
-    old = {**TrainConfig().flat_dict(), "config_version": 2}     # flat, as version 2 was
+    old = {**TrainConfig(user_cg_steps=8).flat_dict(), "config_version": 2}  # flat, as v2 was
     del old["gd"]["steps"]
     assert TrainConfig.from_dict(old).gd.steps == 20
     assert TrainConfig.from_dict(TrainConfig().stored()).gd.steps is None

@@ -107,11 +107,12 @@ class Steps:
     def solve_users(self, V, U_prev=None) -> jax.Array:
         """u_j = (Σ_{i∈I_j} v_i v_iᵀ + α0 VᵀV + λI)⁻¹ Σ_i y_ij v_i, clipped to ‖u_j‖ ≤ C.
 
-        With ``cfg.user_solve == "cg"`` and the previous iteration's ``U_prev``: that many
-        warm-started CG steps instead of Cholesky (:mod:`dpmt.solvers.cg`); else exact."""
+        With ``cfg.user_solve == "cg"`` and the previous iteration's ``U_prev``:
+        ``cfg.user_cg_steps`` warm-started CG steps instead of Cholesky
+        (:mod:`dpmt.solvers.cg`); else exact."""
         cfg = self.cfg
         kw = dict(reg=cfg.reg, alpha0=cfg.gravity, clip_norm=cfg.user_clip,
-                  cg_steps=cfg.cg_steps,
+                  cg_steps=cfg.user_cg_steps,
                   U0=U_prev if cfg.warm_starts_users else None)
         if self.mesh is None:
             return solve_users(self.users, V, labels=self.labels, **kw)
