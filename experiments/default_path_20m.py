@@ -19,6 +19,11 @@ Measured 2026-12-04 with U's rows pre-gathered (``experiments/default_path_20m.j
 2026-12-05, AMD EPYC 2 cores, quiet, noisy GD pre-gathered on a mesh: ``--devices auto`` (2)
 steady 7.58 s (``experiments/default_path_20m_auto.json``), ``--devices 1`` 10.58 s
 (``experiments/default_path_20m_1dev.json``); peak RSS 8.6 / 8.2 GB.
+
+2026-12-06 00:00, Intel Xeon 2 cores, ``--devices auto``, back to back: ``--user-cg-steps 8``
+(the old default) steady 10.54 s (``experiments/default_path_20m_auto_usercg8.json``), the
+default 3 steps 9.25 s (``experiments/default_path_20m_auto_usercg3.json``; 8.81 s in a run
+just before); peak RSS 8.6 GB.
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ def main(argv=None) -> int:
     ap.add_argument("--devices", default="auto",
                     help="devices to shard over: auto (as `dpmt train`: one CPU host device "
                          "per core, at most 4) or a number")
+    ap.add_argument("--user-cg-steps", type=int, default=None,
+                    help="the CG user step's steps (default TrainConfig's)")
     args = ap.parse_args(argv)
     from dpmt.solvers.sharding import auto_devices, request_auto_devices, request_devices
 
@@ -64,7 +71,8 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     train = make_dataset(args.interactions)
     t_data = time.perf_counter() - t0
-    cfg = default_config(args.dim, args.epsilon, repeats=args.iterations - 2)
+    cfg = default_config(args.dim, args.epsilon, repeats=args.iterations - 2,
+                         user_cg_steps=args.user_cg_steps)
     t0 = time.perf_counter()
     devices = auto_devices() if args.devices == "auto" else int(args.devices)
     run = setup(train, cfg, execution=ExecutionConfig(progress=False, devices=devices),
@@ -108,7 +116,8 @@ def main(argv=None) -> int:
     res = {"interactions": int(train.nnz), "users": int(train.n_users),
            "items": int(train.n_items), "dim": args.dim, "epsilon": args.epsilon,
            "solver": m.solver, "user_solve": m.user_solve, "weights": m.weights,
-           "gd_steps": m.gd.steps, "devices": devices, "data_seconds": t_data, "setup_seconds": t_setup,
+           "gd_steps": m.gd.steps, "user_cg_steps": m.user_cg_steps, "devices": devices,
+           "data_seconds": t_data, "setup_seconds": t_setup,
            "iteration_seconds": secs, "steady_iteration_seconds": min(secs[2:] or secs),
            "peak_rss_bytes": peak_rss, "parts_seconds": parts,
            "load_average": os.getloadavg()}
