@@ -102,6 +102,16 @@ class TrainingRun:
     factors: bool = True    # rating task: False = the bias model alone (dpmt.train.defaults)
 
 
+def default_source(cfg: TrainConfig) -> NoiseSource:
+    """The randomness of a run given none: a private run's from its noise seed, else from
+    fresh OS entropy (the secret stays with the trainer); a non-private run's (nothing is
+    noised: only the data-independent start and the random choices of the weights) from the
+    data seed, so that a non-private model is reproducible from its config and data."""
+    if cfg.private:
+        return NoiseSource.create(cfg.privacy.noise_seed)
+    return NoiseSource.from_seed(cfg.data.seed)
+
+
 def setup(train, config: TrainConfig | None = None, *, validation=None, test=None,
           item_features: np.ndarray | None = None, execution: ExecutionConfig | None = None,
           run_dir: str | os.PathLike | None = None, resume: bool = False,
@@ -129,8 +139,7 @@ def setup(train, config: TrainConfig | None = None, *, validation=None, test=Non
     plan = make_plan(cfg, select_items=select, draws=_draws(cfg, train, item_features,
                                                             charged_draws))
     # one secret for every process of a jax.distributed run (process 0's)
-    src = shared_across_processes(noise if noise is not None
-                                  else NoiseSource.create(cfg.privacy.noise_seed))
+    src = shared_across_processes(noise if noise is not None else default_source(cfg))
     ledger = None if plan is None else PrivacyLedger(cfg.privacy.delta,
                                                      epsilon_budget=cfg.privacy.epsilon,
                                                      accountant=cfg.privacy.accountant)
