@@ -36,6 +36,10 @@ from dpmt.config import ExecutionConfig, NonPrivate, route
 from dpmt.train.rundir import prepare_data
 
 
+#: --vary → the TrainConfig field --steps sets
+FIELDS = {"user": "user_cg_steps", "item": "cg_steps"}
+
+
 def cells(ds, base):
     """(method, ε, configs, tune η) of one dataset and seed."""
     out = [("defaults", eps, [base.replace(privacy=dict(epsilon=eps))], False)
@@ -59,7 +63,13 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", type=int, nargs="*", default=None,
                    help="seeds (default: each dataset's)")
     p.add_argument("--out", default="experiments/cg_steps_quality.json")
+    p.add_argument("--vary", choices=("user", "item"), default="user",
+                   help="which count --steps sets: user_cg_steps (the user step) or cg_steps "
+                        "(the item systems; the other left at its default)")
+    p.add_argument("--methods", nargs="*", default=None,
+                   help="only these cells (defaults, ALS, 'adaptive SSP cg')")
     args = p.parse_args(argv)
+    field = FIELDS[args.vary]
     ex = ExecutionConfig(progress=False)
     rows = []
     dsets = datasets(False)
@@ -71,34 +81,37 @@ def main(argv=None) -> int:
                                    user_solve="cg")
             split = prepare_data(base, ex)
             for method, eps, cfgs, tune_eta in cells(ds, base):
+                if args.methods and method not in args.methods:
+                    continue
                 for steps in args.steps:
                     t = time.time()
-                    cell = tune_cell(split.train, split, [c.replace(user_cg_steps=steps)
+                    cell = tune_cell(split.train, split, [c.replace(**{field: steps})
                                                           for c in cfgs], ex,
                                      tune_eta=tune_eta)
                     rows.append({"dataset": ds.name, "seed": seed, "method": method,
-                                 "epsilon": eps, "user_cg_steps": steps, "test": cell["test"],
+                                 "epsilon": eps, field: steps, "test": cell["test"],
                                  "validation": cell["validation"], "chosen": cell["chosen"],
                                  "seconds": time.time() - t})
                     print(f"{ds.name[:24]:<24} seed {seed} {method:<15} ε={eps:<4g} "
-                          f"user steps {steps}: test {cell['test']['overall']:.4f} "
+                          f"{args.vary} steps {steps}: test {cell['test']['overall']:.4f} "
                           f"({time.time() - t:.0f}s)", file=sys.stderr, flush=True)
                     with open(args.out, "w") as f:       # after every cell: a long run
                         json.dump(rows, f, indent=1, default=str)
-    print(table(rows, args.steps))
+    print(table(rows, args.steps, field))
     return 0
 
 
-def table(rows: list[dict], steps: list[int]) -> str:
+def table(rows: list[dict], steps: list[int], field: str = "user_cg_steps") -> str:
     """Markdown: test Recall@20 per (dataset, method, ε) and step count, mean over seeds."""
     keys = list(dict.fromkeys((r["dataset"], r["method"], r["epsilon"]) for r in rows))
     ref = steps[0]
-    out = ["| data | method | ε | " + " | ".join(f"{s} user steps" for s in steps) +
+    what = "user steps" if field == "user_cg_steps" else "item steps"
+    out = ["| data | method | ε | " + " | ".join(f"{s} {what}" for s in steps) +
            " | largest bucket change vs " + f"{ref} |",
            "|---|---|---|" + "---:|" * len(steps) + "---:|"]
     for k in keys:
         by = {s: [r for r in rows if (r["dataset"], r["method"], r["epsilon"]) == k
-                  and r["user_cg_steps"] == s] for s in steps}
+                  and r.get(field) == s] for s in steps}
         mean = {s: float(np.mean([r["test"]["overall"] for r in v])) if v else None
                 for s, v in by.items()}
         bk = {s: np.mean([r["test"]["buckets"] for r in v], axis=0) if v else None
