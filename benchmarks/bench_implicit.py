@@ -113,8 +113,8 @@ def against_implicit(train, w, steps, V, *, repeats: int = 3, private_runs=None,
     (``ItemNoise()``), with the exact gravity term ``α0·UᵀU``, once with each item solve
     ("project": eigh + Cholesky per item even without noise; "shift": s = 0, Cholesky only —
     the plain weighted ALS; "cg": ``cfg.cg_steps`` / ``cfg.user_cg_steps`` warm-started
-    conjugate-gradient steps for the item / the user systems, matrix-free (no Gram matrix formed) as implicit's CG
-    solver does — TrainConfig's solves; its starting points are the exact U at ``V`` and
+    conjugate-gradient steps for the item / the user systems, matrix-free (no Gram matrix
+    formed) as implicit's CG solver does — TrainConfig's solves; its starting points are the exact U at ``V`` and
     ``V`` itself, computed once; a fixed step count does the same work from any start).
 
     ``private_runs``: name → :class:`~dpmt.train.training_run.TrainingRun` (from
@@ -145,9 +145,9 @@ def against_implicit(train, w, steps, V, *, repeats: int = 3, private_runs=None,
                                                      np.asarray(train.item))),
                         shape=(train.n_users, train.n_items))
     dp = {}
-    # name: (item solve, user solve, CG steps); CG at dpmt's step count (TrainConfig's
-    # solves), at implicit's (3) where that differs, and the CG item solve with the exact
-    # user step
+    # name: (item solve, user solve, item CG steps, user CG steps); CG at dpmt's step counts
+    # (TrainConfig's solves), at implicit's (3 and 3) where they differ, and the CG item
+    # solve with the exact user step
     item_cg, user_cg = cfg.cg_steps, cfg.user_cg_steps
     modes = {"project": ("project", "exact", item_cg, user_cg),
              "shift": ("shift", "exact", item_cg, user_cg),
