@@ -232,7 +232,8 @@ def bench_once(interactions: int | None = None, dim: int = 64, *,
     # default item solve unless told otherwise
     item_solve = item_solve or TrainConfig().ssp.item_solve
     user_solve = user_solve or TrainConfig().user_solve
-    user_cg_steps = user_cg_steps or TrainConfig().user_cg_steps
+    if user_cg_steps is None:
+        user_cg_steps = TrainConfig().user_cg_steps
     other_solve = "project" if item_solve == "shift" else "shift"
     cfg = TrainConfig(dim=dim, iterations=iterations + 1, solver="ssp", weights="adaptive", reg=1.0,
                       user_solve=user_solve, user_cg_steps=user_cg_steps, data=dict(seed=seed),

@@ -42,7 +42,8 @@ def default_config(dim: int, epsilon: float, *, repeats: int, seed: int = 0,
     base = TrainConfig()
     return base.replace(dim=dim, iterations=max(base.iterations, PRIVATE_WARMUP + repeats),
                         data=dict(seed=seed), privacy=dict(epsilon=epsilon),
-                        user_cg_steps=user_cg_steps or base.user_cg_steps)
+                        user_cg_steps=base.user_cg_steps if user_cg_steps is None
+                        else user_cg_steps)
 
 
 def private_runs(train, ssp_cfg, *, repeats: int, execution=None, noise_seed: int = 0) -> dict:
