@@ -52,6 +52,10 @@ from dpmt.tasks import TASK_RULE as _TASK
 BASE_REG = 3.0
 #: n̂·ε below which ``weights="auto"`` is uniform, above adaptive (:mod:`dpmt.train.defaults`)
 WEIGHTS_SCALE = 100_000.0
+#: CG steps per item system by default (``cg_steps=None``): noisy (private) systems, whose
+#: solution is used to ~1e-4 at ML-20M scale, and exact (non-private) ones
+NOISY_CG_STEPS = 8
+EXACT_CG_STEPS = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,10 +162,13 @@ class TrainConfig:
                          "with 8 steps, with the same quality --quick figures; the first "
                          "iteration is exact) or exact (Cholesky)", "solver",
                          choices=USER_SOLVES)
-    cg_steps: int = _f(8, "conjugate-gradient steps per item system of item_solve=cg "
-                       "(SSP's released systems and the non-private item step; 8 leave "
-                       "~1e-4 relative difference to the exact solve at ML-20M scale)",
-                       "solver")
+    cg_steps: int | None = _f(None, "conjugate-gradient steps per item system of "
+                              "item_solve=cg (SSP's released systems and the non-private "
+                              "item step), warm-started from the previous V", "solver",
+                              none="8 private (~1e-4 relative difference to the exact "
+                              "solve at ML-20M scale, where the noise is), 3 non-private "
+                              "(the same test Recall@20: experiments/cg_steps_quality.py "
+                              "--vary item)")
     user_cg_steps: int = _f(3, "conjugate-gradient steps per user system of user_solve=cg, "
                             "warm-started from the previous U (implicit's use_cg takes 3; "
                             "the same test Recall@20 as 8 on the quality benchmark: "
@@ -197,7 +204,8 @@ class TrainConfig:
         check_range("dim", self.dim, low=1, high=MAX_DIM, integer=True)
         check_range("iterations", self.iterations, low=0 if TASKS[self.task].labelled else 1,
                     high=10_000, integer=True)        # ratings: 0 = the bias model alone
-        check_range("cg_steps", self.cg_steps, low=1, high=MAX_DIM, integer=True)
+        if self.cg_steps is not None:
+            check_range("cg_steps", self.cg_steps, low=1, high=MAX_DIM, integer=True)
         check_range("user_cg_steps", self.user_cg_steps, low=1, high=MAX_DIM, integer=True)
         if self.reg is not None:
             check_range("reg", self.reg, low=0.0, high=BIG, low_open=True)
@@ -232,6 +240,16 @@ class TrainConfig:
         """Whether the run is private (``privacy`` is a :class:`PrivacyConfig`, not
         :class:`NonPrivate`)."""
         return self.privacy.private
+
+    @property
+    def item_cg_steps(self) -> int:
+        """CG steps per item system: ``cg_steps``, or by default :data:`NOISY_CG_STEPS` when
+        the systems carry noise (a private run) and :data:`EXACT_CG_STEPS` when they do not
+        (implicit's ``use_cg`` takes 3; a warm start from the previous V leaves little to
+        do)."""
+        if self.cg_steps is not None:
+            return self.cg_steps
+        return NOISY_CG_STEPS if self.private else EXACT_CG_STEPS
 
     @property
     def spectral_start(self) -> bool:
@@ -319,8 +337,9 @@ class TrainConfig:
         flat["private"] = self.private
         if not TASKS[self.task].labelled:   # a rating setting added in version 4: implicit
             del flat["user_offsets"]        # models keep their fingerprints
-        if self.user_cg_steps == self.cg_steps:  # version 5's split of cg_steps: a config
-            del flat["user_cg_steps"]            # of version ≤ 4 keeps its fingerprint
+        flat["cg_steps"] = self.item_cg_steps    # the steps run (version 6: None = a rule)
+        if self.user_cg_steps == self.item_cg_steps:  # version 5's split of cg_steps: a
+            del flat["user_cg_steps"]                 # config of version ≤ 4 keeps its fingerprint
         if self.private:
             flat.update(d["privacy"])
         else:                   # the privacy defaults, with the task's count noise ratio

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dpmt.errors import ConfigError
 
 #: the schema of a stored config (``config_version``)
-CONFIG_VERSION = 5
+CONFIG_VERSION = 6
 
 #: version 1's flat noisy-GD settings → their names in version 2's ``gd`` sub-config
 _V1_GD = {"gd_steps": "steps", "gd_learning_rate": "learning_rate", "gd_clip": "clip",
@@ -86,6 +86,7 @@ def _v3_to_v4(d: dict) -> dict:
 
 
 #: CG steps of every CG solve, the user step's included, when versions 1 to 4 were written
+#: (and of the item systems in version 5)
 _V4_CG_STEPS = 8
 
 
@@ -100,8 +101,15 @@ def _v4_to_v5(d: dict) -> dict:
     return {**d, "user_cg_steps": d.get("cg_steps", _V4_CG_STEPS)}
 
 
+def _v5_to_v6(d: dict) -> dict:
+    """Version 5 → 6: ``cg_steps`` left out meant 8 item CG steps; since version 6 it means
+    the rule of :attr:`~dpmt.config.TrainConfig.item_cg_steps` (8 with noise, 3 without),
+    so a version-5 config without it gets the 8 it trained with written in."""
+    return d if "cg_steps" in d else {**d, "cg_steps": _V4_CG_STEPS}
+
+
 #: version v → the step that rewrites a stored config of version v into version v + 1
-_MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
+_MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6}
 
 
 def stored_version(d: dict) -> int:

@@ -74,7 +74,7 @@ def main(argv=None) -> int:
                     cell = tune_cell(split.train, split, [c.replace(**route(kw)) for c in cfgs], ex)
                     rows.append({"dataset": ds.name, "seed": seed, "method": method,
                                  "epsilon": eps, "variant": name,
-                                 "cg_steps": kw.get("cg_steps", base.cg_steps),
+                                 "cg_steps": kw.get("cg_steps", base.item_cg_steps),
                                  "test": cell["test"],
                                  "validation": cell["validation"], "chosen": cell["chosen"],
                                  "seconds": time.time() - t})

@@ -217,7 +217,7 @@ def time_nonprivate(run, timed: int, deadline: float, key: str, rec: Recorder):
     U_start = jax.block_until_ready(exact.solve_users(V))
     row = rec.data["rows"][key]
     row.update(solves={"item_solve": cfg.ssp.item_solve, "user_solve": cfg.user_solve,
-                       "cg_steps": cfg.cg_steps, "reg": cfg.reg, "gravity": cfg.gravity},
+                       "cg_steps": cfg.item_cg_steps, "reg": cfg.reg, "gravity": cfg.gravity},
                exact_user_step_seconds_with_compile=time.perf_counter() - t0,
                warmup_seconds=[], seconds=[])
 

@@ -133,7 +133,7 @@ def main(argv=None) -> dict:
     pre = gb.pregathered_buckets(st.items, a.dim)
     print(f"noisy GD: {g.steps} steps, {g.optimizer} lr {g.learning_rate}, G = {g.clip}, "
           f"λ = {st.cfg.reg}, α0 = {gd.cfg.gravity}, user_solve {st.cfg.user_solve} "
-          f"({st.cfg.cg_steps} steps); task layout padding {st.items.padding_overhead:.3f} "
+          f"({st.cfg.item_cg_steps} steps); task layout padding {st.items.padding_overhead:.3f} "
           f"({len(st.items.buckets)} buckets"
           + ("" if st.items.segments is None else
              f" + segments of {st.items.segments.width}") + f"), pre-gathered "

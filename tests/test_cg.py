@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dpmt.config import TrainConfig, route
+from dpmt.config import NonPrivate, TrainConfig, route
 from dpmt.data import make_synthetic, per_user_split
 from dpmt.errors import ConfigError
 from dpmt.solvers import ssp, systems
@@ -109,9 +109,13 @@ def test_argument_checks():
         TrainConfig(cg_steps=0)
     with pytest.raises(ConfigError, match="user_solve"):
         TrainConfig(user_solve="lu")
-    assert TrainConfig(user_solve="cg", ssp=dict(item_solve="cg")).cg_steps >= 1
-    # one default (the config layer cannot import the solvers)
-    assert TrainConfig().cg_steps == DEFAULT_CG_STEPS
+    assert TrainConfig(user_solve="cg", ssp=dict(item_solve="cg")).item_cg_steps >= 1
+    # one default for noisy systems (the config layer cannot import the solvers); exact
+    # (non-private) systems take implicit's 3; an explicit count wins over both
+    assert TrainConfig().item_cg_steps == DEFAULT_CG_STEPS
+    assert TrainConfig(privacy=NonPrivate()).item_cg_steps == 3
+    assert TrainConfig(cg_steps=5, privacy=NonPrivate()).item_cg_steps == 5
+    assert TrainConfig(cg_steps=5).item_cg_steps == 5
 
 
 @pytest.fixture(scope="module")
@@ -293,3 +297,29 @@ def test_fit_with_cg_solves_spends_the_same_budget_and_tracks_the_exact_model():
     V = {k: np.asarray(m.item_embeddings) for k, m in runs.items()}
     assert np.linalg.norm(V["cg"] - V["shift"]) <= 1e-3 * np.linalg.norm(V["shift"])
     assert np.linalg.norm(V["cg1"] - V["shift"]) > 1e-2 * np.linalg.norm(V["shift"])
+
+
+def test_a_non_private_fit_takes_3_item_cg_steps_and_a_private_one_8():
+    """``cg_steps=None``: the non-private item step takes EXACT_CG_STEPS = 3 (the model of an
+    explicit ``cg_steps=3``, not of 8) and the resolved config says so; a private SSP run
+    takes 8 (its model is an explicit 8's, not 3's)."""
+    from dpmt.config import EXACT_CG_STEPS, NOISY_CG_STEPS
+    from dpmt.train.loop import fit
+
+    r = make_synthetic(n_users=300, n_items=90, n_interactions=4000, seed=6)
+    split = per_user_split(r, seed=0)
+    base = TrainConfig(solver="ssp", dim=6, iterations=3, reg=1.0,
+                       data=dict(dataset="synthetic", seed=2), privacy=NonPrivate())
+    V = {}
+    for steps in (None, EXACT_CG_STEPS, NOISY_CG_STEPS):
+        m = fit(split.train, base.replace(cg_steps=steps))
+        V[steps] = np.asarray(m.item_embeddings)
+        if steps is None:
+            assert m.config.cg_steps == EXACT_CG_STEPS      # resolved, as model.json states
+    np.testing.assert_array_equal(V[None], V[EXACT_CG_STEPS])
+    assert not np.allclose(V[None], V[NOISY_CG_STEPS])
+    private = base.replace(privacy=dict(epsilon=3.0, noise_seed=2))
+    P = {steps: np.asarray(fit(split.train, private.replace(cg_steps=steps)).item_embeddings)
+         for steps in (None, EXACT_CG_STEPS, NOISY_CG_STEPS)}
+    np.testing.assert_array_equal(P[None], P[NOISY_CG_STEPS])
+    assert not np.allclose(P[None], P[EXACT_CG_STEPS])

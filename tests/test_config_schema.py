@@ -69,6 +69,14 @@ def test_fingerprints_are_those_computed_before_the_version_was_stored():
     assert TrainConfig().fingerprint() not in ("47693cace1e49e9e", "36452aec0d2e6152")
     rating = TrainConfig(task="rating", data=dict(split="random"))
     assert rating.fingerprint() != rating.replace(user_offsets="mean").fingerprint()
+    # version 6's cg_steps=None enters as the steps it runs: a non-private config of
+    # version 5 (8 item steps) keeps its fingerprint; the new non-private default (3) moves
+    old = TrainConfig(privacy=NonPrivate(), cg_steps=8)
+    assert old.fingerprint() == "f750a8457157dd89"
+    assert old.replace(user_cg_steps=8).fingerprint() == "1c6aaef903c4b1bb"
+    assert TrainConfig(privacy=NonPrivate()).fingerprint() != "f750a8457157dd89"
+    assert TrainConfig(privacy=NonPrivate()).fingerprint() == \
+        TrainConfig(privacy=NonPrivate(), cg_steps=3).fingerprint()
 
 
 @pytest.mark.parametrize("versioned", [False, True])
@@ -106,6 +114,19 @@ def test_a_version_4_config_keeps_its_user_cg_steps(cg_steps):
         assert cfg.fingerprint() == "47693cace1e49e9e"
     with pytest.raises(ConfigError, match="version-4 config has no user_cg_steps"):
         TrainConfig.from_dict({**d, "user_cg_steps": 3, "config_version": 4})
+
+
+@pytest.mark.parametrize("private", [True, False])
+def test_a_version_5_config_keeps_its_8_item_cg_steps(private):
+    """In version 5 a missing ``cg_steps`` meant 8 item CG steps; since version 6 it means
+    the rule (8 with noise, 3 without). A migrated version-5 config trains what it did."""
+    d = TrainConfig(privacy=dict(epsilon=2.0) if private else NonPrivate()).stored()
+    del d["cg_steps"]
+    cfg = TrainConfig.from_dict({**d, "config_version": 5})
+    assert (cfg.cg_steps, cfg.item_cg_steps) == (8, 8)
+    # the current version leaves it to the rule
+    assert TrainConfig.from_dict(d).item_cg_steps == (8 if private else 3)
+    assert TrainConfig.from_dict({**d, "cg_steps": 4, "config_version": 5}).cg_steps == 4
 
 
 def test_a_version_1_config_with_a_gd_object_is_refused():
@@ -200,4 +221,4 @@ def test_a_version_3_rating_config_keeps_its_user_bias():
                                  ).user_offsets == "slopes"
     imp = {**TrainConfig(user_cg_steps=8).flat_dict(), "config_version": 3}
     assert "user_offsets" not in imp and "user_cg_steps" not in imp
-    assert TrainConfig.from_dict(imp) == TrainConfig(user_cg_steps=8)
+    assert TrainConfig.from_dict(imp) == TrainConfig(cg_steps=8, user_cg_steps=8)

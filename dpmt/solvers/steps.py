@@ -177,7 +177,7 @@ def ssp_item_step(steps: Steps) -> ItemStep:
     "project", "shift" or "cg"; "cg" starts from the previous, released V)."""
     reg = steps.cfg.reg
     psd = steps.cfg.ssp.item_solve
-    cg_steps = steps.cfg.cg_steps
+    cg_steps = steps.cfg.item_cg_steps
 
     def init(key, V) -> ItemState:
         return ItemState()

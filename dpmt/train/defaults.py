@@ -62,6 +62,18 @@ ml100k-steps``, ``ml100k-peruser-steps``, 3 seeds, η = 0):
 :mod:`dpmt.data.synthetic_logistic`, 20k and 50k users, ε = 1, 5, 20). Below 10⁵ the small
 loss is consistent (10 of 14 cells negative), above it is noise, and the item step costs half.
 
+Rule for the item systems' CG steps (``cg_steps=None``, :attr:`~dpmt.config.TrainConfig.
+item_cg_steps`): **8 when the systems carry noise (private SSP), 3 without (non-private)**.
+The noisy systems' solution is used to ~1e-4 relative difference to the exact solve at
+ML-20M scale with 8; an exact system warm-started from the previous V has little left to
+do after the first iterations (implicit's ``use_cg`` takes 3). Non-private ALS, test
+Recall@20, 8 → 3 item steps (``python experiments/cg_steps_quality.py --steps 8 3 --vary
+item --methods ALS [--datasets 0 1 --seeds 3 4 5 6]``, ``experiments/
+cg_steps_quality_item.json``, ``..._item_s3to6.json``): ML-100K held-out users, seeds 0-6,
+mean change −0.0005 (six seeds within ±0.0020, one −0.0057); per-user split, seeds 0-6,
+−0.0001 (all within ±0.0005); the 50k-user synthetic 0.0000. Public (privacy on or off), so
+the rule changes no ε.
+
 Rule for the popularity-prior weight η (:meth:`dpmt.model.Model.item_prior`), with
 r = N₀ / (n̂ · ε), N₀ = 3500:
 
@@ -159,6 +171,12 @@ def resolve(cfg, noisy_users: float | None):
         lam, reason = _reg(noisy_users, cfg.privacy.epsilon, cfg.private, cfg.solver, cfg.task)
         cfg = cfg.replace(reg=lam)
         why.append(("reg", lam, reason))
+    if cfg.cg_steps is None:    # 8 CG steps for noisy item systems, 3 for exact ones
+        steps = cfg.item_cg_steps
+        cfg = cfg.replace(cg_steps=steps)
+        if cfg.ssp.item_solve == "cg" and (cfg.solver == "ssp" or not cfg.private):
+            why.append(("cg_steps", steps, "noisy item systems (private)" if cfg.private
+                        else "exact item systems (non-private; implicit's 3)"))
     if cfg.popularity_prior is None and not TASKS[cfg.task].ranking:
         cfg = cfg.replace(popularity_prior=0.0)   # nothing is ranked: no prior, no rule
     if cfg.popularity_prior is None:
