@@ -49,6 +49,15 @@ CANDIDATES = {
     "gd-s10": dict(gd=dict(steps=10)),
     "gd-s5-lr04": dict(gd=dict(steps=5, learning_rate=0.04)),
     "gd-it3": dict(iterations=3),
+    # why the defaults fall with ε on some generators (issue 28): one rule at a time undone
+    "gd-uniform": dict(weights="uniform"),
+    "gd-eta0": dict(popularity_prior=0.0),
+    "gd-s20-lr01": dict(gd=dict(steps=20, learning_rate=0.01)),
+    "gd-it2": dict(iterations=2),
+    "gd-d16": dict(dim=16),
+    "als": dict(private=False),          # the non-private ALS at the defaults' d and λ
+    "gd-eta05": dict(popularity_prior=0.5),
+    "gd-eta1": dict(popularity_prior=1.0),
 }
 #: what a run compares unless --candidates says otherwise
 DEFAULT_CANDIDATES = ("defaults", "ssp-d32-l10-it2", "ssp-d32-l20-it3")
