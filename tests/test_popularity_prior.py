@@ -59,7 +59,9 @@ def test_rule_follows_its_formula_and_is_zero_without_privacy():
     assert cfg.weights == "adaptive" and cfg.popularity_prior == GD_PRIOR
     cfg, why = resolve(TrainConfig(solver="ssp", privacy=dict(epsilon=5.0)), PRIOR_SCALE / 5.0)
     assert cfg.popularity_prior == pytest.approx(1.0) and cfg.weights == "uniform"
-    assert [w[0] for w in why] == ["weights", "reg", "popularity_prior"]
+    # SSP's CG item solve states its steps too (8 for the noisy systems)
+    assert [w[0] for w in why] == ["weights", "reg", "cg_steps", "popularity_prior"]
+    assert cfg.cg_steps == 8
     cfg, why = resolve(TrainConfig(popularity_prior=0.3, weights="tail", reg=3.0,
                                    gd=GDConfig(steps=20)), 600.0)
     assert cfg.popularity_prior == 0.3 and why == []            # an explicit value is kept
