@@ -296,9 +296,12 @@ def _short(cfg: TrainConfig) -> str:
     """The settings that differ from the defaults, in flag-like form."""
     base = TrainConfig()
     keep = ("dataset", "split", "heldout_users", "delta", "epsilon", "seed", "noise_seed",
-            "weights", "popularity_prior")
-    return " ".join(d.split(": ")[0] + "=" + d.split(" → ")[1].strip("'")
-                    for d in base.diff(cfg) if d.split(":")[0] not in keep) or "defaults"
+            "weights", "popularity_prior", "cg_steps")
+    out = [d.split(": ")[0] + "=" + d.split(" → ")[1].strip("'")
+           for d in base.diff(cfg) if d.split(":")[0] not in keep]
+    if cfg.item_cg_steps != cfg.replace(cg_steps=None).item_cg_steps:
+        out.append(f"cg_steps={cfg.item_cg_steps}")    # not the rule's (8 private, 3 not)
+    return " ".join(sorted(out)) or "defaults"
 
 
 def run_dataset(ds: Dataset, ex: ExecutionConfig, bar=None) -> list[dict]:

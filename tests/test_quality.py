@@ -176,3 +176,17 @@ def test_a_shortfall_is_called_unresolved_only_within_two_standard_errors():
     # an overall shortfall counts too
     short, within = qr._shortfalls(dict(small, test=0.1), dict(pp, test=0.3))
     assert short[0].startswith("overall -0.200") and not within
+
+
+def test_a_chosen_label_names_cg_steps_only_where_they_are_not_the_rule():
+    """The resolved config states the CG item steps' rule (8 private, 3 non-private): a row's
+    "chosen" label names them only where a config set other steps."""
+    from benchmarks.quality import _short
+    from dpmt.config import NonPrivate, TrainConfig
+
+    assert _short(TrainConfig(privacy=NonPrivate(), cg_steps=3, reg=10.0)) == \
+        "private=False reg=10.0"
+    assert _short(TrainConfig(privacy=NonPrivate(), cg_steps=8, reg=10.0)) == \
+        "cg_steps=8 private=False reg=10.0"
+    assert _short(TrainConfig(cg_steps=8)) == "defaults"
+    assert _short(TrainConfig(cg_steps=3, dim=16)) == "cg_steps=3 dim=16"
