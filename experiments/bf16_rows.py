@@ -7,7 +7,8 @@ float32 einsum noisy GD runs (``dpmt.solvers.gd_blocks``), on 2.7M slots × d = 
 
 Measured 2026-12-06 on the 2-core Intel Xeon (other jobs running; ratios within one run):
 p1 f32 88 ms, bf16 319 ms; p2 f32 87 ms, bf16 367 ms; upcast multiply-reduce 300-500 ms.
-bfloat16 is 3.6-4.2x slower on this CPU, so the rows stay float32. (A kept bf16 path would
+A quieter rerun: p1 51 / 198 ms, p2 49 / 198 ms. bfloat16 is 3.6-4.2x slower on this CPU, so
+the rows stay float32. (A kept bf16 path would
 also have to compute ‖x_j‖ from the rounded rows, or the clip would not bound what is summed.)
 """
 

@@ -10,9 +10,10 @@ U, V, key and noise multiplier; best of 5 rounds, interleaved.
     python experiments/gd_step_loop.py [--devices 2]
 
 Measured 2026-12-06 on the 2-core Intel Xeon, 2 host devices: per-step dispatch 0.711 s, one
-loop 0.667 s (6% less); the two V within 8.5e-6 relative (float32 summation order). Not
-landed: 6% of the item step does not bring the default path to the 2x target of issue 29
-(2.36x), and the loop needs an optimizer spec instead of noisy_gd's optax object.
+loop 0.667 s (6% less) with other jobs running; 0.641 → 0.576 s (10%) in a quieter rerun; the
+two V within 8.5e-6 relative (float32 summation order). Not landed: 6-10% of the item step
+does not bring the default path to the 2x target of issue 29 (2.36x), and the loop needs an
+optimizer spec instead of noisy_gd's optax object.
 """
 
 from __future__ import annotations
