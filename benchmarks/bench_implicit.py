@@ -104,7 +104,7 @@ def run_label(desc: dict, default: bool = False) -> str:
 
 
 def against_implicit(train, w, steps, V, *, repeats: int = 3, private_runs=None,
-                     item_cg_steps: int | None = None, log=print) -> dict:
+                     log=print) -> dict:
     """One ALS iteration of ``implicit`` next to dpmt's iterations, interleaved.
 
     implicit (optional dependency): ``AlternatingLeastSquares(factors=d, iterations=1,
@@ -113,8 +113,8 @@ def against_implicit(train, w, steps, V, *, repeats: int = 3, private_runs=None,
     dpmt, non-private: ``steps.solve_users(V)`` then the item step with no noise
     (``ItemNoise()``), with the exact gravity term ``α0·UᵀU``, once with each item solve
     ("project": eigh + Cholesky per item even without noise; "shift": s = 0, Cholesky only —
-    the plain weighted ALS; "cg": ``item_cg_steps`` (default: a non-private config's,
-    :data:`~dpmt.config.EXACT_CG_STEPS`; ``steps.cfg`` is the benchmark's resolved private
+    the plain weighted ALS; "cg": a non-private config's item steps,
+    :data:`~dpmt.config.EXACT_CG_STEPS` (``steps.cfg`` is the benchmark's resolved private
     config, whose 8 are for noisy systems) / ``cfg.user_cg_steps`` warm-started
     conjugate-gradient steps for the item / the user systems, matrix-free (no Gram matrix
     formed) as implicit's CG solver does — TrainConfig's solves; its starting points are the exact U at ``V`` and
@@ -152,8 +152,7 @@ def against_implicit(train, w, steps, V, *, repeats: int = 3, private_runs=None,
     # name: (item solve, user solve, item CG steps, user CG steps); CG at dpmt's step counts
     # (TrainConfig's solves: these systems carry no noise, so its non-private item steps),
     # at implicit's (3 and 3) where they differ, and the CG item solve with the exact user step
-    item_cg = EXACT_CG_STEPS if item_cg_steps is None else item_cg_steps
-    user_cg = cfg.user_cg_steps
+    item_cg, user_cg = EXACT_CG_STEPS, cfg.user_cg_steps
     modes = {"project": ("project", "exact", item_cg, user_cg),
              "shift": ("shift", "exact", item_cg, user_cg),
              "cg": ("cg", "cg", item_cg, user_cg),
