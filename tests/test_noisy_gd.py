@@ -401,3 +401,46 @@ def test_fast_path_on_a_segmented_task_layout(pregather, monkeypatch):
         np.testing.assert_allclose(got["params"]["embedding"], ref, rtol=1e-5, atol=1e-6)
     with pytest.raises(ConfigError, match="segment"):
         clipped_gradient_sum(ENC, PARAMS, seg, X, W, Y, 1.0)
+
+
+@pytest.mark.parametrize("case", ["noise", "poisson+gravity"])
+@pytest.mark.parametrize("name", ["adam", "sgd"])
+def test_an_optimizer_spec_runs_the_reference_steps_in_one_compiled_loop(case, name):
+    """``OptimizerSpec(name, lr)``: the whole item step in one ``fori_loop`` makes the steps
+    of the per-step reference (same key per step, same draws, same optax update) to float32
+    summation order, and a second call with another rate, step count and data compiles
+    nothing (the rate is optimizer state, the steps a traced bound)."""
+    from dpmt.solvers.gd_fast import OptimizerSpec
+
+    B = RNG.normal(size=(D, D))
+    kw = {"noise": dict(clip_norm=2.5, noise_multiplier=1.0),
+          "poisson+gravity": dict(clip_norm=2.0, noise_multiplier=0.7, sampling_rate=0.6,
+                                  reg=2.0, M=jnp.asarray(B @ B.T, jnp.float32))}[case]
+    lr = 0.05 if name == "adam" else 0.5
+    key = jax.random.key(5)
+    ref = _reference_gd(PARAMS, 6, key, getattr(optax, name)(lr), **kw)["params"]["embedding"]
+    M = kw.pop("M", None)
+    got, state = noisy_gd(ENC, PARAMS, TL, X, W, Y, steps=6, key=key,
+                          optimizer=OptimizerSpec(name, lr), extra_quadratic=M,
+                          return_state=True, **kw)
+    # Adam divides by √v̂: a float32 summation-order difference in a small coordinate
+    # moves it by ~1e-6 (|V| ~ 0.3)
+    np.testing.assert_allclose(got["params"]["embedding"], ref, rtol=1e-4, atol=1e-5)
+    assert float(state.hyperparams["learning_rate"]) == pytest.approx(lr)
+    # a wrong rate would move V: the spec's rate is the one applied
+    other = noisy_gd(ENC, PARAMS, TL, X, W, Y, steps=6, key=key,
+                     optimizer=OptimizerSpec(name, 2 * lr), extra_quadratic=M, **kw)
+    assert not np.allclose(other["params"]["embedding"], ref, rtol=1e-3, atol=1e-4)
+    before = trace_count("fast_steps")
+    noisy_gd(ENC, PARAMS, TL, X, W * 0.5, Y, steps=3, key=jax.random.key(1),
+             optimizer=OptimizerSpec(name, lr / 3), extra_quadratic=M,
+             **{**kw, "clip_norm": 1.5})
+    assert trace_count("fast_steps") == before
+
+
+def test_an_optimizer_spec_names_an_optax_optimizer():
+    from dpmt.solvers.gd_fast import OptimizerSpec
+
+    with pytest.raises(ConfigError, match="optax optimizer 'adamm'"):
+        noisy_gd(ENC, PARAMS, TL, X, W, Y, steps=1, clip_norm=1.0, noise_multiplier=1.0,
+                 key=jax.random.key(0), optimizer=OptimizerSpec("adamm", 0.1))

@@ -54,11 +54,12 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from dpmt.errors import ConfigError, check_range
-from dpmt.solvers import noise, sharding
+from dpmt.solvers import sharding
 from dpmt.solvers.encoders import EmbeddingEncoder
 from dpmt.solvers.gd_blocks import (_check_user_layout, fast_clipped_sum, keep_scratch,
-                                    prepare_sharded_steps, prepare_steps,
-                                    sharded_fast_clipped_sum)
+                                    prepare_sharded_steps, prepare_steps)
+from dpmt.solvers.gd_fast import (OptimizerSpec, fast_noisy_gradient, fast_steps,
+                                  release, sharded_fast_noisy_gradient, step_keys)
 from dpmt.solvers.gd_privacy import (gd_noise_draws, noisy_gd_dp_event,  # noqa: F401
                                      noisy_gd_sensitivity, poisson_sample)
 from dpmt.solvers.layout import (DEFAULT_MAX_CHUNK_BYTES, Chunk, Layout, count_trace, gather_slots,
@@ -239,48 +240,13 @@ def _clipped_sum_impl(encoder, params, layout, X, weights, labels, clip_norm, us
                                 user_mask, loss, microbatch_size)
 
 
-# -- the fast path (dpmt.solvers.gd_blocks) --------------------------------------------------
-def _fast_noisy_gradient_impl(encoder, params, items, users, X, data, key, clip_norm,
-                              noise_multiplier, sampling_rate, reg, num_users,
-                              extra_quadratic=None, *, loss, poisson):
-    """:func:`_noisy_gradient_impl` of the embedding path with :func:`fast_clipped_sum`: the
-    same sample mask, clipped sum, noise draw and public terms from the same key."""
-    count_trace("fast_noisy_gradient")
-    mask, q, k_noise = _sample(key, items.n_cols, sampling_rate, poisson)
-    rows, _ = fast_clipped_sum(params["params"]["embedding"], items, users, X, data, clip_norm,
-                               mask, loss)
-    return _release(encoder, params, {"params": {"embedding": rows}}, k_noise, clip_norm,
-                    noise_multiplier, q, reg, num_users, extra_quadratic)
-
-
-_fast_noisy_gradient = jax.jit(_fast_noisy_gradient_impl, static_argnames=("loss", "poisson"),
-                               static_argnums=(0,))
-
-
-def _sharded_fast_noisy_gradient_impl(encoder, params, sl, X, data, key, clip_norm,
-                                      noise_multiplier, sampling_rate, reg, num_users,
-                                      extra_quadratic=None, *, loss, poisson, mesh):
-    """:func:`_fast_noisy_gradient_impl` on a mesh (:func:`sharded_fast_clipped_sum`): the
-    same sample mask, clipped sum, noise draw and public terms from the same key."""
-    count_trace("sharded_fast_noisy_gradient")
-    mask, q, k_noise = _sample(key, sl.layout.n_cols, sampling_rate, poisson)
-    rows, _ = sharded_fast_clipped_sum(mesh, sl, params["params"]["embedding"], X, data,
-                                       clip_norm, mask, loss)
-    return _release(encoder, params, {"params": {"embedding": rows}}, k_noise, clip_norm,
-                    noise_multiplier, q, reg, num_users, extra_quadratic)
-
-
-_sharded_fast_noisy_gradient = jax.jit(_sharded_fast_noisy_gradient_impl,
-                                       static_argnames=("loss", "poisson", "mesh"),
-                                       static_argnums=(0,))
-
-
+# -- the fast path (dpmt.solvers.gd_blocks, dpmt.solvers.gd_fast) ----------------------------------
 @jax.jit(static_argnames=("loss",))
 def _fast_partial_rows(V, items, users, X, data, clip_norm, key, *, loss):
     """This process's clipped rows of a full-batch step (sharded data), before the sum over
-    processes: the same sample (all ones) and clipped sum as :func:`_fast_noisy_gradient`."""
+    processes: the same sample (all ones) and clipped sum as :func:`~dpmt.solvers.gd_fast.fast_noisy_gradient`."""
     count_trace("fast_partial_rows")
-    mask, _, _ = _sample(key, items.n_cols, None, False)
+    mask, _, _ = step_keys(key, items.n_cols, None, False)
     return fast_clipped_sum(V, items, users, X, data, clip_norm, mask, loss)[0]
 
 
@@ -288,9 +254,9 @@ def _fast_partial_rows(V, items, users, X, data, clip_norm, key, *, loss):
 def _release_summed(encoder, params, rows, key, clip_norm, noise_multiplier, reg, num_users,
                     extra_quadratic):
     """``ĝ`` from the processes' summed clipped rows: the noise of ``key``'s step (as
-    :func:`_fast_noisy_gradient` draws it), then the public terms."""
-    _, q, k_noise = _sample(key, 1, None, False)
-    return _release(encoder, params, {"params": {"embedding": rows}}, k_noise, clip_norm,
+    :func:`~dpmt.solvers.gd_fast.fast_noisy_gradient` draws it), then the public terms."""
+    _, q, k_noise = step_keys(key, 1, None, False)
+    return release(encoder, params, {"params": {"embedding": rows}}, k_noise, clip_norm,
                     noise_multiplier, q, reg, num_users, extra_quadratic)
 
 
@@ -299,44 +265,13 @@ def _noisy_gradient_impl(encoder, params, layout, X, weights, labels, key, clip_
                          noise_multiplier, sampling_rate, reg, num_users, extra_quadratic=None,
                          *, loss, path, poisson, microbatch_size, mesh=None):
     count_trace("noisy_gradient")
-    mask, q, k_noise = _sample(key, _n_users(layout), sampling_rate, poisson)
+    mask, q, k_noise = step_keys(key, _n_users(layout), sampling_rate, poisson)
     # the sample mask and the noise are drawn on replicated arrays from the same key whether
     # or not the clipped sum is sharded: the same model on any number of devices
     gsum, _ = _clipped_sum_impl(encoder, params, layout, X, weights, labels, clip_norm, mask,
                                 loss, path, microbatch_size, mesh)
-    return _release(encoder, params, gsum, k_noise, clip_norm, noise_multiplier, q, reg,
+    return release(encoder, params, gsum, k_noise, clip_norm, noise_multiplier, q, reg,
                     num_users, extra_quadratic)
-
-
-def _sample(key, n, sampling_rate, poisson):
-    """The step's user mask, its rate q and the noise key, from the step's key."""
-    k_sample, k_noise = jax.random.split(key)
-    if poisson:
-        return poisson_sample(k_sample, n, sampling_rate), sampling_rate, k_noise
-    return jnp.ones((n,), jnp.float32), jnp.float32(1.0), k_noise
-
-
-def _release(encoder, params, gsum, k_noise, clip_norm, noise_multiplier, q, reg, num_users,
-             extra_quadratic):
-    """``ĝ`` from the clipped sum: the Gaussian noise (the release), then public terms."""
-    leaves, treedef = jax.tree_util.tree_flatten(gsum)
-    keys = jax.random.split(k_noise, len(leaves))
-    std = noise_multiplier * clip_norm
-    # 64-bit normals (dpmt.solvers.noise): gd_noise_draws counts them for the sampler's δ
-    noisy = [g + std * noise.normal(k, g.shape, g.dtype) for g, k in zip(leaves, keys)]
-    noisy = jax.tree_util.tree_unflatten(treedef, noisy)
-    denom = q * num_users
-    out = jax.tree_util.tree_map(lambda g, p: g / denom + (reg / num_users) * p, noisy, params)
-    if extra_quadratic is not None:
-        # ½ Σ_i v_iᵀ M v_i with M public (e.g. α0·Ĝ_U, already released): data-independent
-        # given M, so it is added after the noise and never clipped.
-        def penalty(p):
-            V = encoder.apply(p)
-            return 0.5 * jnp.sum(jnp.matmul(V, extra_quadratic, precision=_HI) * V)
-
-        pg = jax.grad(penalty)(params)
-        out = jax.tree_util.tree_map(lambda o, e: o + e / num_users, out, pg)
-    return out
 
 
 def noisy_gradient(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array | None,
@@ -418,7 +353,7 @@ DEFAULT_OPTIMIZER = optax.adam(1e-2)
 def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array | None,
              labels: jax.Array | None, *, steps: int, clip_norm: float,
              noise_multiplier: float, key: jax.Array,
-             optimizer: optax.GradientTransformation | None = None,
+             optimizer: optax.GradientTransformation | OptimizerSpec | None = None,
              sampling_rate: float | None = None, reg: float = 0.0,
              num_users: float | None = None, loss: Loss = squared_loss,
              opt_state: Any = None, microbatch_size: int | None = None,
@@ -439,7 +374,10 @@ def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array |
       clip_norm: per-user gradient clip ``G``.
       noise_multiplier: ``σ`` (noise std on the summed gradient ``σ·G``); 0 = non-private.
       key: PRNG key; step ``t`` uses ``fold_in(key, t)``.
-      optimizer: any optax transformation; default ``optax.adam(1e-2)``.
+      optimizer: any optax transformation, or an :class:`OptimizerSpec` (an optax name and
+        its learning rate): with a spec the fast path runs all ``steps`` in one compiled loop
+        (:func:`~dpmt.solvers.gd_fast.fast_steps`; 6-10% faster on CPU), the other paths
+        step by step with the same optimizer. Default ``optax.adam(1e-2)``.
       sampling_rate: None for full batch (Algorithm 2), else Poisson rate ``q`` (DP-SGD).
       reg: ``λ ≥ 0`` of ``(λ/2)‖θ‖²``.
       num_users: normaliser ``n`` (default: the layout's user count). Under add/remove DP pass
@@ -484,8 +422,11 @@ def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array |
     _check_scalars(clip_norm, noise_multiplier, sampling_rate, reg)
     check_range("steps", steps, low=0, integer=True)
     optimizer = DEFAULT_OPTIMIZER if optimizer is None else optimizer
+    spec = optimizer if isinstance(optimizer, OptimizerSpec) else None
+    if spec is not None:
+        optimizer = spec.transformation()
     if opt_state is None:
-        opt_state = optimizer.init(params)
+        opt_state = optimizer.init(params) if spec is None else spec.init(params)
     n = _n_users(layout) if num_users is None else num_users
     check_range("num_users", n, low=0, low_open=True)
     poisson = sampling_rate is not None
@@ -514,9 +455,13 @@ def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array |
                 g = _release_summed(encoder, params, jnp.asarray(rows), k, scalars[0],
                                     scalars[1], scalars[3], scalars[4], M)
                 params, opt_state = _apply_optimizer(optimizer, g, opt_state, params)
+        elif spec is not None:
+            params, opt_state = fast_steps(encoder, params, opt_state, layout, user_layout, X,
+                                           data, key, jnp.int32(steps), scalars, M,
+                                           name=spec.name, loss=loss, poisson=poisson, mesh=None)
         else:
             for t in range(int(steps)):
-                g = _fast_noisy_gradient(encoder, params, layout, user_layout, X, data,
+                g = fast_noisy_gradient(encoder, params, layout, user_layout, X, data,
                                          jax.random.fold_in(key, t), *scalars, M, loss=loss,
                                          poisson=poisson)
                 params, opt_state = _apply_optimizer(optimizer, g, opt_state, params)
@@ -527,10 +472,15 @@ def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array |
         rep = NamedSharding(mesh, P())
         (X, weights, labels, M, scalars) = jax.device_put((X, weights, labels, M, scalars), rep)
         data = prepare_sharded_steps(mesh, layout, X, weights, labels, reuse=True)
-        for t in range(int(steps)):
+        if spec is not None:
+            params, opt_state, key = jax.device_put((params, opt_state, key), rep)
+            params, opt_state = fast_steps(encoder, params, opt_state, layout, None, X, data,
+                                           key, jnp.int32(steps), scalars, M, name=spec.name,
+                                           loss=loss, poisson=poisson, mesh=mesh)
+        for t in range(0 if spec is not None else int(steps)):
             params, opt_state, k = jax.device_put((params, opt_state,
                                                    jax.random.fold_in(key, t)), rep)
-            g = _sharded_fast_noisy_gradient(encoder, params, layout, X, data, k, *scalars, M,
+            g = sharded_fast_noisy_gradient(encoder, params, layout, X, data, k, *scalars, M,
                                              loss=loss, poisson=poisson, mesh=mesh)
             params, opt_state = _apply_optimizer(optimizer, g, opt_state, params)
         keep_scratch(layout.layout, data)

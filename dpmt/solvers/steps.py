@@ -29,13 +29,13 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from dpmt.config import BASE_REG, TrainConfig
 from dpmt.errors import ConfigError
 from dpmt.solvers import encoders
 from dpmt.solvers import layout as layout_mod
 from dpmt.solvers import sharding, ssp
+from dpmt.solvers.gd_fast import OptimizerSpec
 from dpmt.solvers.noisy_gd import noisy_gd
 from dpmt.solvers.ssp import SOLVE_BLOCK_BYTES
 from dpmt.solvers.ssp import ssp_item_step as step
@@ -235,7 +235,8 @@ def gd_item_step(steps: Steps, n_items: int, item_features=None) -> ItemStep:
     parameters (an embedding table is re-read from V at every iteration, an MLP persists)."""
 
     cfg, g = steps.cfg, steps.cfg.gd
-    optimizer = getattr(optax, g.optimizer)(g.learning_rate)   # OPTIMIZERS are optax names
+    # OPTIMIZERS are optax names; a spec lets the fast path run the steps in one loop
+    optimizer = OptimizerSpec(g.optimizer, g.learning_rate)
     mlp = g.uses_mlp
     encoder = item_encoder(cfg, n_items, item_features)
     # MLP: per-user gradients over user rows; embedding table: the fast path over item rows
