@@ -1,5 +1,5 @@
-"""Noisy GD's steps rule (issues 28, 29): ``gd.steps=None`` takes 20 steps, or 10 at twice the
-learning rate where n̂·ε ≥ 10⁵, each step's noise scaled by √½ so the run's privacy is the
+"""Noisy GD's steps rule (issues 28, 29): ``gd.steps=None`` takes 20 steps, or K = FAST_STEPS
+(8) at 20/K times the learning rate where n̂·ε ≥ 10⁵, each step's noise scaled by √(K/20) so the run's privacy is the
 plan's (calibrated for 20 steps before n̂ is released) exactly."""
 
 import dataclasses
@@ -33,7 +33,7 @@ def ratings():
 def test_the_rule_from_n_eps_only():
     assert TrainConfig().gd.steps is None and TrainConfig().gd.planned_steps == 20
     fast, why = resolve(TrainConfig(privacy=dict(epsilon=5.0)), FAST_SCALE / 5.0)
-    assert (fast.gd.steps, fast.gd.learning_rate) == (FAST_STEPS, pytest.approx(0.02))
+    assert (fast.gd.steps, fast.gd.learning_rate) == (FAST_STEPS, pytest.approx(0.2 / FAST_STEPS))
     assert any(k == "gd.steps" and "≥" in r for k, _, r in why)
     slow, _ = resolve(TrainConfig(privacy=dict(epsilon=5.0)), FAST_SCALE / 5.0 - 1.0)
     assert (slow.gd.steps, slow.gd.learning_rate) == (PLANNED_GD_STEPS, 0.01)
@@ -51,10 +51,10 @@ def test_the_rule_from_n_eps_only():
 
 @pytest.mark.parametrize("eps", [1.0, 5.0, 20.0])
 def test_equivalent_releases_have_the_plans_privacy(eps):
-    """10 steps at z·√½ against the calibrated 20 at z: the same μ = √count/z per iteration
+    """K steps at z·√(K/20) against the calibrated 20 at z: the same μ = √count/z per iteration
     (so the same Gaussian mechanism), the plan's δ charged, and dp_accounting's ε of the
     whole run equal to the plan's (to its discretisation) and within the target. Fails if
-    the noise were scaled by anything but √(10/20), or the count left at 20."""
+    the noise were scaled by anything but √(K/20), or the count left at 20."""
     cfg = TrainConfig(data=dict(dataset="synthetic"), privacy=dict(epsilon=eps))
     plan = make_plan(cfg, draws=sampler_draws(cfg, 300))
     model_cfg, _ = resolve(cfg, FAST_SCALE / eps)
@@ -63,7 +63,7 @@ def test_equivalent_releases_have_the_plans_privacy(eps):
     for a, b in zip(plan.iterations, new.iterations):
         assert a.gramian == b.gramian
         (ra,), (rb,) = a.item, b.item
-        assert (ra.count, rb.count) == (20, 10)
+        assert (ra.count, rb.count) == (20, FAST_STEPS)
         assert math.sqrt(rb.count) / rb.noise_multiplier == pytest.approx(
             math.sqrt(ra.count) / ra.noise_multiplier, rel=1e-12)
         assert rb.delta == ra.delta                         # the plan's δ, charged as planned
@@ -71,16 +71,18 @@ def test_equivalent_releases_have_the_plans_privacy(eps):
     e_plan = epsilon_of(plan.releases(), cfg.privacy.delta)
     e_new = epsilon_of(new.releases(), cfg.privacy.delta)
     assert e_new <= eps and e_new == pytest.approx(e_plan, rel=1e-4)
-    # the identity behind it, in dp_accounting alone: 20 Gaussians at z = 10 at z/√2
+    # the identity behind it, in dp_accounting alone: 20 Gaussians at z = K at z·√(K/20)
     z = ra.noise_multiplier
 
     def eps_of(event):
         acc = dp_accounting.pld.PLDAccountant()
         return acc.compose(event).get_epsilon(1e-6)
     twenty = dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), 20)
-    ten = dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z / math.sqrt(2)), 10)
-    assert eps_of(ten) == pytest.approx(eps_of(twenty), rel=1e-3)
-    wrong = dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), 10)
+    k = FAST_STEPS
+    fast = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.GaussianDpEvent(z * math.sqrt(k / 20)), k)
+    assert eps_of(fast) == pytest.approx(eps_of(twenty), rel=1e-3)
+    wrong = dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), k)
     assert eps_of(wrong) < 0.8 * eps_of(twenty)          # the test can tell them apart
 
 
@@ -92,17 +94,17 @@ def test_a_fast_run_uses_the_scaled_noise_and_spends_the_planned_epsilon(ratings
     (rel,) = run.plan.iterations[0].item
     (ref,) = planned.iterations[0].item
     assert rel.count == FAST_STEPS
-    assert rel.noise_std == pytest.approx(ref.noise_std * math.sqrt(0.5), rel=1e-12)
+    assert rel.noise_std == pytest.approx(ref.noise_std * math.sqrt(FAST_STEPS / 20), rel=1e-12)
     # the noise the step draws is the scaled release's
     assert run.method.noise(run.plan.iterations[0].item).gd_multiplier == pytest.approx(
-        ref.noise_multiplier * math.sqrt(0.5), rel=1e-12)
+        ref.noise_multiplier * math.sqrt(FAST_STEPS / 20), rel=1e-12)
     model = fit(ratings, cfg, execution=QUIET)
     slow = fit(ratings, cfg.replace(gd=dict(steps=PLANNED_GD_STEPS)), execution=QUIET)
     recorded = [r for r in model.ledger.releases if r.name.endswith("/gd")]
     assert [r.count for r in recorded] == [FAST_STEPS] * 2
     assert model.epsilon <= 20.0
     assert model.epsilon == pytest.approx(slow.epsilon, rel=1e-4)
-    assert model.config.gd.steps == FAST_STEPS and "gd.steps = 10" in model.auto_settings
+    assert model.config.gd.steps == FAST_STEPS and f"gd.steps = {FAST_STEPS}" in model.auto_settings
     assert not np.allclose(model.item_embeddings, slow.item_embeddings)   # it did change
 
 
