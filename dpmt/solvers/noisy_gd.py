@@ -477,12 +477,13 @@ def noisy_gd(encoder, params, layout: Layout, X: jax.Array, weights: jax.Array |
             params, opt_state = fast_steps(encoder, params, opt_state, layout, None, X, data,
                                            key, jnp.int32(steps), scalars, M, name=spec.name,
                                            loss=loss, poisson=poisson, mesh=mesh)
-        for t in range(0 if spec is not None else int(steps)):
-            params, opt_state, k = jax.device_put((params, opt_state,
-                                                   jax.random.fold_in(key, t)), rep)
-            g = sharded_fast_noisy_gradient(encoder, params, layout, X, data, k, *scalars, M,
-                                             loss=loss, poisson=poisson, mesh=mesh)
-            params, opt_state = _apply_optimizer(optimizer, g, opt_state, params)
+        else:
+            for t in range(int(steps)):
+                params, opt_state, k = jax.device_put((params, opt_state,
+                                                       jax.random.fold_in(key, t)), rep)
+                g = sharded_fast_noisy_gradient(encoder, params, layout, X, data, k, *scalars,
+                                                 M, loss=loss, poisson=poisson, mesh=mesh)
+                params, opt_state = _apply_optimizer(optimizer, g, opt_state, params)
         keep_scratch(layout.layout, data)
         return (params, opt_state) if return_state else params
     step = make_noisy_gd_step(encoder, optimizer, loss=loss, path=path, poisson=poisson,
