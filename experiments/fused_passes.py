@@ -10,7 +10,9 @@ d = 64, split over the host devices by ``shard_map``), 10 steps of a stand-in up
   step's residuals while the chunk is in cache (one read of the blocks per step; needs a
   row-separable optimizer);
 * ``fused_mr``: the same with multiply-and-reduce in place of the dot products;
-* ``mr/ein``, ``ein/mr``: two passes, one of them multiply-and-reduce.
+* ``mr/ein``, ``ein/mr``: two passes, one of them multiply-and-reduce;
+* ``block-diagonal k``: two passes, each k items' mat-vecs as one small matrix product of
+  which only the diagonal blocks are kept (k times the FLOPs at, it was hoped, GEMM speed).
 
     python experiments/fused_passes.py [--devices 2] [--L 64] [--n 64]
 
@@ -28,7 +30,10 @@ Reading each block once per step does not pay: the two batched products run at ~
 2 devices (~14 GB/s on one, where fusing saves 3%), which is the products' own speed on one
 thread each, not the memory's; the per-chunk loop costs more than the second read saves.
 XLA's dot kernels beat multiply-and-reduce fusions by 2-3x, except the vec-mat over very
-short rows (L = 8: 0.66 against 0.75 s).
+short rows (L = 8: 0.66 against 0.75 s). The block-diagonal products are slower still, 8
+steps on 2 devices (a first version of this script, /tmp, the same shapes as the segments'
+rows, L = 512): two passes 0.393 s, k = 2 / 4 / 8 / 16: 0.546 / 0.615 / 0.743 / 0.948 s
+(L = 64: 0.399 against 0.584 / 0.642 / 0.751 / 0.973 s).
 """
 
 from __future__ import annotations
@@ -93,8 +98,30 @@ def main(argv=None) -> dict:
             return jax.lax.fori_loop(0, steps, step, (V, p1(xs, V) - y))[0]
         return f
 
+    def block_diagonal(k):
+        """k items' mat-vecs as one (k·L × d)(d × k) product, keeping its diagonal blocks
+        (k times the FLOPs, in the hope of GEMM speed); the rows pass likewise."""
+        def p1(x, v):
+            c, n = x.shape[:2]
+            b = c * n // k
+            out = jnp.einsum("bmd,bkd->bmk", x.reshape(b, k * L, d), v.reshape(b, k, d),
+                             precision=hi).reshape(b, k, L, k)
+            return jnp.diagonal(out, axis1=1, axis2=3).transpose(0, 2, 1).reshape(c, n, L)
+
+        def p2(cf, x):
+            c, n = x.shape[:2]
+            b = c * n // k
+            eye = jnp.eye(k, dtype=cf.dtype).reshape(1, k, k, 1)
+            C = (cf.reshape(b, 1, k, L) * eye).reshape(b, k, k * L)
+            return jnp.einsum("bkm,bmd->bkd", C, x.reshape(b, k * L, d),
+                              precision=hi).reshape(c, n, d)
+        return p1, p2
+
     variants = {"twopass": two(ein1, ein2), "fused": fused(ein1, ein2),
                 "fused_mr": fused(mr1, mr2), "mr/ein": two(mr1, ein2), "ein/mr": two(ein1, mr2)}
+    for k in (2, 4, 8):
+        if a.n % k == 0:
+            variants[f"block-diagonal {k}"] = two(*block_diagonal(k))
     best, outs = {}, {}
     for name, f in variants.items():
         g = jax.jit(jax.shard_map(f, mesh=mesh, in_specs=(P("x"),) * 3, out_specs=P("x")))
