@@ -24,6 +24,11 @@ steady 7.58 s (``experiments/default_path_20m_auto.json``), ``--devices 1`` 10.5
 (the old default) steady 10.54 s (``experiments/default_path_20m_auto_usercg8.json``), the
 default 3 steps 9.25 s (``experiments/default_path_20m_auto_usercg3.json``; 8.81 s in a run
 just before); peak RSS 8.6 GB.
+
+2026-12-06 05:30, the same machine type, ``--devices auto``, back to back: the parent commit
+e20ecd4 (10 steps, one dispatch per step) steady 7.26 s (``experiments/default_path_20m_auto_
+parent_e20ecd4.json``), this tree (8 steps in one compiled loop) 5.74 s (``..._auto_s8_run2.
+json``; 5.52 s a few minutes before, ``..._auto_s8.json``); peak RSS 8.5 GB.
 """
 
 from __future__ import annotations
