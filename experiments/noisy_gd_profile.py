@@ -219,7 +219,7 @@ def main(argv=None) -> dict:
         return d
 
     def fast_gradient():
-        return ng._fast_noisy_gradient(enc, params, st.items, st.users, U, data, key, *scalars,
+        return ng.fast_noisy_gradient(enc, params, st.items, st.users, U, data, key, *scalars,
                                        extra, loss=ng.squared_loss, poisson=False)
 
     grad = fast_gradient()
