@@ -190,3 +190,10 @@ def test_a_chosen_label_names_cg_steps_only_where_they_are_not_the_rule():
         "cg_steps=8 private=False reg=10.0"
     assert _short(TrainConfig(cg_steps=8)) == "defaults"
     assert _short(TrainConfig(cg_steps=3, dim=16)) == "cg_steps=3 dim=16"
+
+
+def test_a_resumed_run_that_fills_the_last_gap_is_not_called_partial():
+    """A resume may run a middle dataset last (its rows were dropped to rerun it): the label
+    counts the finished datasets, not the position of the last one run."""
+    assert q._partial({"a", "b", "c"}, 3) == ""
+    assert q._partial({"a", "c"}, 3) == " (partial: 2 of 3 datasets)"
