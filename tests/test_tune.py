@@ -422,3 +422,57 @@ def test_ledger_with_a_selection_round_trips():
     lit.record(rel[0])
     assert lit.epsilon() == pytest.approx(epsilon_of(rel[:1], 1e-5))
     assert math.isfinite(lit.epsilon()) and "NOT charged" in lit.summary()
+
+
+# -- the sampler's extra δ inside a selection --------------------------------------------------
+def _run_plan(extra_delta: float):
+    """A one-release run (Gaussian, Δ = 1) calibrated to per-run ε at δ = 1e-6, carrying the
+    sampler's ``extra_delta``: per-run ε ↦ (releases, base multiplier)."""
+    from dpmt.privacy.calibration import PlannedRelease, calibrate
+
+    def plan(e):
+        z = calibrate([PlannedRelease("x", 1.0)], e, 1e-6, "rdp").scale
+        return (Release("x", 1.0, z, delta=extra_delta),), z
+    return plan
+
+
+def test_a_selection_capped_by_the_sampler_delta_is_calibrated_below_the_target():
+    """With the sampler's extra δ, (1 + e^ε′)·E[K]·δ_extra uses up δ past some ε′: at a
+    large target the largest feasible per-run ε is kept (it raised before, after the data
+    was read), and the selection it reports is what dp_accounting gives for it."""
+    from dpmt.privacy.selection import calibrate_selection
+
+    sel = Selection("private", 2, 4.0, 1.0)
+    extra = 4e-13                                   # a 20k × 3k run's tails, per repetition
+    cal = calibrate_selection(_run_plan(extra), epsilon=20.0, delta=1e-6, selection=sel)
+    free = calibrate_selection(_run_plan(0.0), epsilon=20.0, delta=1e-6, selection=sel)
+    assert free.epsilon == pytest.approx(20.0, rel=1e-3)
+    assert cal.epsilon < 15.0 and cal.run_epsilon < free.run_epsilon
+    # the coupling bound holds at the reported ε, and a little more per-run ε breaks it
+    rep = (*cal.releases, cal.score)
+    assert epsilon_of(list(rep), 1e-6, "rdp", sel) == pytest.approx(cal.epsilon, rel=1e-6)
+    acc = dp_accounting.rdp.RdpAccountant(orders=RDP_ORDERS)
+    acc.compose(sel.wrap(dp_accounting.ComposedDpEvent(
+        [dp_accounting.GaussianDpEvent(r.noise_std / r.sensitivity) for r in rep])))
+    assert acc.get_delta(cal.epsilon) + (1 + math.exp(cal.epsilon)) * 4.0 * extra <= 1e-6
+    more = calibrate_selection(_run_plan(extra), epsilon=cal.epsilon * 1.5, delta=1e-6,
+                               selection=sel)
+    assert more.run_epsilon == pytest.approx(cal.run_epsilon, rel=1e-3)
+
+
+def test_a_selection_whose_extra_delta_alone_exceeds_delta_is_refused_saying_why():
+    from dpmt.privacy.selection import calibrate_selection
+
+    with pytest.raises(PrivacyBudgetError, match="sampler's tails.*--delta"):
+        calibrate_selection(_run_plan(1e-6), epsilon=5.0, delta=1e-6,
+                            selection=Selection("private", 2, 4.0, 1.0))
+
+
+def test_the_report_says_why_a_tuning_spends_less_than_its_target():
+    from dpmt.apps.tune_report import UNDER_TARGET, report_lines
+
+    doc = {"selection": "private", "statement": "s", "noise": {"source": "os entropy"},
+           "per_run_epsilon": 9.3, "score": {"noise_std": 5.6}, "epsilon": 13.0,
+           "delta": 1e-6, "target_epsilon": 20.0, "selected": {"index": 0, "values": {}}}
+    assert UNDER_TARGET.format(delta=1e-6) in report_lines(doc)
+    assert UNDER_TARGET.format(delta=1e-6) not in report_lines(dict(doc, epsilon=19.99))

@@ -119,6 +119,14 @@ def test_metrics(model, split, doc, priv) -> dict:
     return m
 
 
+#: why a private tuning can spend less than its target ε (dpmt.privacy.selection)
+UNDER_TARGET = ("below the target because of δ, not by choice: every normal of the noise sampler "
+                "has a tail mass of ~2^-64 that the ledger charges as extra δ, and a private "
+                "selection multiplies it by (1 + e^ε) over the mean number of repetitions, so "
+                "past this ε it would use up δ = {delta:g}; a larger --delta (or a smaller "
+                "--mean-runs) lets the tuning spend more")
+
+
 def report_lines(doc, priv=None) -> list[str]:
     """The text report: public (``tune.json``) from ``doc`` alone; with ``priv`` the
     trainer's (stdout, ``trainer/train.log``), with the scores and exact metrics."""
@@ -131,6 +139,8 @@ def report_lines(doc, priv=None) -> list[str]:
                      f"noisy score, σ = {doc['score']['noise_std']:.4g}); the whole tuning: "
                      f"ε = {doc['epsilon']:.4f} at δ = {doc['delta']:g} (RDP, target "
                      f"{doc['target_epsilon']:g})")
+        if doc["epsilon"] < 0.99 * doc["target_epsilon"]:
+            lines.append(UNDER_TARGET.format(delta=doc["delta"]))
     elif priv is None:
         lines.append(f"{len(doc['candidates'])} candidates, each at ε = "
                      f"{doc['per_run_epsilon']:.4f} at δ = {doc['delta']:g}; the best exact "

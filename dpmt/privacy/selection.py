@@ -226,11 +226,24 @@ def calibrate_selection(run_plan: Callable[[float], tuple[Sequence[Release], flo
             return None
         score = score_release(score_noise_ratio * float(scale))
         rep = (*releases, score)
-        return rep, score, selection_epsilon(rep, delta, selection)
+        try:
+            eps = selection_epsilon(rep, delta, selection)
+        except PrivacyBudgetError:
+            # the releases' extra δ (the sampler's tails) enters the selection as
+            # (1 + e^ε′)·E[K]·δ_extra: past some ε′ it uses up δ. That is a per-run ε too
+            # LARGE (the bisection's upper side), never a reason to give up the search.
+            eps = math.inf
+        return rep, score, eps
 
     best, best_e = None, None
     lo, hi = MIN_RUN_EPSILON, float(epsilon)
     first = attempt(lo)
+    if first is not None and math.isinf(first[2]):
+        raise PrivacyBudgetError(
+            f"a private selection cannot meet δ = {delta:g}: even with every run at ε = {lo:g} "
+            f"the releases' extra δ (the noise sampler's tails), multiplied by (1 + e^ε) over "
+            f"the mean {selection.mean:g} repetitions, uses up δ; raise --delta or lower "
+            "--mean-runs")
     if first is not None and first[2] > epsilon:
         raise PrivacyBudgetError(
             f"a private selection cannot meet ε = {epsilon:g} at δ = {delta:g}: even with "
