@@ -476,3 +476,32 @@ def test_the_report_says_why_a_tuning_spends_less_than_its_target():
            "delta": 1e-6, "target_epsilon": 20.0, "selected": {"index": 0, "values": {}}}
     assert UNDER_TARGET.format(delta=1e-6) in report_lines(doc)
     assert UNDER_TARGET.format(delta=1e-6) not in report_lines(dict(doc, epsilon=19.99))
+
+
+def test_gaussian_steps_traded_at_equal_privacy_are_the_same_event():
+    """The steps rule's 8 steps at z·√(8/20) are exactly 20 at z (one Gaussian of z/√20):
+    the same repetition; with Poisson sampling they are not (it composes otherwise)."""
+    z = 3.0
+    twenty = [Release("c", 1.0, 2.0), Release("g", 1.0, z, count=20, delta=1e-13)]
+    eight = [Release("c", 1.0, 2.0), Release("g", 1.0, z * math.sqrt(8 / 20), count=8,
+                                             delta=1e-13)]
+    assert same_event(twenty, eight)
+    assert not same_event(twenty, [Release("c", 1.0, 2.0), Release("g", 1.0, z, count=8,
+                                                                   delta=1e-13)])
+    sub = lambda k, zz: [Release("g", 1.0, zz, count=k, sampling_rate=0.5)]  # noqa: E731
+    assert not same_event(sub(20, z), sub(8, z * math.sqrt(8 / 20)))
+
+
+def test_a_private_tune_whose_runs_take_the_fast_steps_saves_its_model(monkeypatch, tmp_path):
+    """Above n̂·ε = FAST_SCALE a run trades the planned 20 noisy-GD steps for 8 at the same
+    privacy; the selected run's ledger then differs from the calibrated repetition in form,
+    not in event, and the tuning saves it (it refused with an internal error before)."""
+    from dpmt.train.methods import noisy_gd
+
+    monkeypatch.setattr(noisy_gd, "FAST_SCALE", 1.0)
+    res = tune_app.tune(_private(noise_seed=SEED4, mean_runs=2.0), tmp_path / "t",
+                        execution=QUIET)
+    steps = [r for r in res.model.ledger.releases if r.count == noisy_gd.FAST_STEPS]
+    assert res.model.config.gd.steps == noisy_gd.FAST_STEPS and steps
+    assert res.model.ledger.epsilon() <= BASE.privacy.epsilon * (1 + 1e-6)
+    assert (tmp_path / "t" / "model").is_dir()

@@ -137,23 +137,39 @@ def noisy_score(sum_recall: float, sigma: float, rng: np.random.Generator) -> fl
 def event_signature(releases: Sequence[Release]) -> tuple:
     """What a plan's DP event depends on: the multiset of (noise multiplier, sampling rate)
     with its total count — not the raw σ (a candidate with another clip norm has other
-    sensitivities and σ, but the same multipliers and the same event)."""
+    sensitivities and σ, but the same multipliers and the same event).
+
+    Every Gaussian release without sampling enters as one: k applications at multipliers
+    z_1..z_k compose to exactly one Gaussian of multiplier (Σ 1/z_k²)^(-1/2) (the same
+    privacy profile, RDP and PLD alike; Dong, Roth & Su 2022, Corollary 3.3), so a run whose
+    rule traded 20 noisy-GD steps for 8 at z·√(8/20) (:meth:`dpmt.train.methods.noisy_gd.
+    NoisyGDMethod.equivalent_releases`) is the same repetition as the one calibrated."""
     groups: dict[tuple, int] = {}
+    inv_sq, gauss_delta = 0.0, 0.0
     for r in releases:
+        if r.mechanism == "gaussian" and r.sampling_rate is None:
+            inv_sq += int(r.count) / float(r.noise_multiplier) ** 2
+            gauss_delta += float(r.delta)
+            continue
         # the mechanism and its extra δ (partition selection, sampler tails) are part of it
         key = (float(r.noise_multiplier), r.sampling_rate, r.mechanism, r.coordinates,
                float(r.delta))
         groups[key] = groups.get(key, 0) + int(r.count)
+    if inv_sq:
+        key = (inv_sq ** -0.5, None, "gaussian", None, gauss_delta)
+        groups[key] = 1
     return tuple(sorted(((z, q, n, rest) for (z, q, *rest), n in groups.items()),
                         key=lambda t: (t[0], -1.0 if t[1] is None else t[1], t[2],
                                        repr(t[3]))))
 
 
 def same_event(a: Sequence[Release], b: Sequence[Release], rtol: float = 1e-9) -> bool:
-    """Whether two plans have the same DP event (multipliers equal to ``rtol``)."""
+    """Whether two plans have the same DP event (multipliers and extra δ equal to ``rtol``)."""
     sa, sb = event_signature(a), event_signature(b)
     return len(sa) == len(sb) and all(
-        qa == qb and na == nb and ra == rb and abs(za - zb) <= rtol * max(za, zb)
+        qa == qb and na == nb and ra[:-1] == rb[:-1]
+        and abs(za - zb) <= rtol * max(za, zb)
+        and abs(ra[-1] - rb[-1]) <= rtol * max(ra[-1], rb[-1])
         for (za, qa, na, ra), (zb, qb, nb, rb) in zip(sa, sb))
 
 
