@@ -264,8 +264,9 @@ def calibrate_selection(run_plan: Callable[[float], tuple[Sequence[Release], flo
         raise PrivacyBudgetError(
             f"a private selection cannot meet ε = {epsilon:g} at δ = {delta:g}: even with "
             f"every run at ε = {lo:g} the selection costs ε = {first[2]:.4g} (mean "
-            f"{selection.mean:g} repetitions); raise --epsilon, lower --mean-runs, or train "
-            "fewer releases per run (fewer --iterations)")
+            f"{selection.mean:g} repetitions, score noise ratio {score_noise_ratio:g}); raise "
+            "--epsilon or --score-noise-ratio, lower --mean-runs, or train fewer releases "
+            "per run (fewer --iterations)")
     if first is not None:
         best, best_e = first, lo
     top = attempt(hi)
