@@ -197,3 +197,16 @@ def test_a_resumed_run_that_fills_the_last_gap_is_not_called_partial():
     counts the finished datasets, not the position of the last one run."""
     assert q._partial({"a", "b", "c"}, 3) == ""
     assert q._partial({"a", "c"}, 3) == " (partial: 2 of 3 datasets)"
+
+
+def test_a_shortfall_can_be_limited_to_the_figures_a_target_names():
+    """The adaptive-beats-uniform target names overall, B1 and B2: a shortfall elsewhere
+    is not one of its shortfalls."""
+    a = {"test": 0.30, "users_total": 5000, "buckets": [0.004, 0.004, 0.1],
+         "bucket_users": [4500, 5200, 6000]}
+    u = {"test": 0.29, "users_total": 5000, "buckets": [0.003, 0.005, 0.2],
+         "bucket_users": [4500, 5200, 6000]}
+    short, within = qr._shortfalls(a, u, ("overall", "B1", "B2"))
+    assert len(short) == 1 and short[0].startswith("B2 -0.001") and within
+    short, within = qr._shortfalls(a, u)
+    assert len(short) == 2 and not within           # B3's −0.1 over 6000 users is resolved
