@@ -31,7 +31,8 @@ import dp_accounting
 from scipy import optimize
 
 from dpmt.errors import ConfigError, PrivacyBudgetError, check_range
-from dpmt.privacy.ledger import Release, accounted_delta, epsilon_of, make_accountant
+from dpmt.privacy.ledger import (Release, accounted_delta, epsilon_of, is_sampled,
+                                 make_accountant)
 
 log = logging.getLogger("dpmt.privacy.calibration")
 
@@ -150,6 +151,8 @@ def _calibrate(plan: list[PlannedRelease], epsilon: float, delta: float,
     def make_event(scale: float) -> dp_accounting.DpEvent:
         return dp_accounting.ComposedDpEvent([p.release(scale).dp_event() for p in plan])
 
+    sampled = is_sampled(plan)
+
     absl_log = logging.getLogger("absl")
     level = absl_log.level
     # dp_accounting's RDP logs a warning per order it cannot evaluate at large q; the orders
@@ -162,7 +165,7 @@ def _calibrate(plan: list[PlannedRelease], epsilon: float, delta: float,
         # from a tiny guess).
         try:
             s_rdp = dp_accounting.calibrate_dp_mechanism(
-                lambda: make_accountant("rdp"), make_event, epsilon, avail,
+                lambda: make_accountant("rdp", sampled=sampled), make_event, epsilon, avail,
                 bracket_interval=dp_accounting.LowerEndpointAndGuess(1e-2, 1.0), tol=1e-6)
         except Exception as e:     # dp_accounting's bracketing/brentq errors: out of reach
             raise PrivacyBudgetError(
@@ -176,7 +179,8 @@ def _calibrate(plan: list[PlannedRelease], epsilon: float, delta: float,
                 while _eps(make_event(lower), avail, accountant) <= epsilon:
                     lower *= 0.5
                 scale = dp_accounting.calibrate_dp_mechanism(
-                    lambda: make_accountant(accountant), make_event, epsilon, avail,
+                    lambda: make_accountant(accountant, sampled=sampled), make_event, epsilon,
+                    avail,
                     bracket_interval=dp_accounting.ExplicitBracketInterval(lower, s_rdp),
                     tol=tol * lower)
             except Exception:      # noqa: BLE001

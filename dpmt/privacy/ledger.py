@@ -80,6 +80,15 @@ ML100K_TUNING_NOTE = ("the constants of dpmt's default rule (dpmt/train/defaults
 # RDP orders: the usual dense grid (as in TF Privacy / dp_accounting examples), extended.
 RDP_ORDERS = ([1 + x / 20.0 for x in range(1, 100)] + list(range(6, 64))
               + [64, 80, 96, 128, 192, 256, 384, 512, 1024])
+#: the integer orders of :data:`RDP_ORDERS`, those of a composition with Poisson-subsampled
+#: releases. At an integer order the subsampled Gaussian's RDP is an exact finite sum
+#: (Mironov, Talwar & Zhang 2019, "Rényi differential privacy of the sampled Gaussian
+#: mechanism", §3.3); at a fractional one dp_accounting sums a series that is ~10x slower
+#: and may not converge (it then drops the order, with a warning). Any subset of orders
+#: gives a valid bound; without the fractional ones ε moved by ≤ 0.2% in our checks, and a
+#: private tuning with sampling, which calibrates a plan per step of its bisection, went
+#: from minutes to seconds.
+RDP_INTEGER_ORDERS = [o for o in RDP_ORDERS if float(o).is_integer()]
 
 # PLD grid step for privacy-loss values. The PLD accountant's ε is a pessimistic upper bound at
 # any step; 1e-3 differs from 1e-4 by < 1e-6 relative on our compositions and is ~10× faster.
@@ -280,12 +289,16 @@ class Selection:
                    shape=d.get("shape"))
 
 
-def make_accountant(accountant: str = "pld") -> dp_accounting.PrivacyAccountant:
-    """A fresh ``dp_accounting`` accountant for add/remove-one neighbours."""
+def make_accountant(accountant: str = "pld", sampled: bool = False
+                    ) -> dp_accounting.PrivacyAccountant:
+    """A fresh ``dp_accounting`` accountant for add/remove-one neighbours; ``sampled``: the
+    events it will compose include Poisson-subsampled releases (RDP: at
+    :data:`RDP_INTEGER_ORDERS`)."""
     if accountant == "pld":
         return dp_accounting.pld.PLDAccountant(value_discretization_interval=PLD_DISCRETIZATION)
     if accountant == "rdp":
-        return dp_accounting.rdp.RdpAccountant(orders=RDP_ORDERS)
+        return dp_accounting.rdp.RdpAccountant(
+            orders=RDP_INTEGER_ORDERS if sampled else RDP_ORDERS)
     raise ConfigError(f"accountant must be 'pld' or 'rdp' (got {accountant!r})")
 
 
@@ -396,14 +409,19 @@ def epsilon_of(releases: Iterable[Release], delta: float, accountant: str = "pld
         accountant = "rdp"
     if accountant == "pld":
         return float(privacy_loss_distribution(releases).get_epsilon_for_delta(avail))
-    acc = make_accountant(accountant)
+    acc = make_accountant(accountant, sampled=is_sampled(releases))
     acc.compose(compose(releases))
     return float(acc.get_epsilon(avail))
 
 
+def is_sampled(releases: Iterable) -> bool:
+    """Whether any release (or planned release) is Poisson-subsampled."""
+    return any(r.sampling_rate is not None for r in releases)
+
+
 def _selection_epsilon(releases: list[Release], delta: float, selection: Selection,
                        extra: float) -> float:
-    acc = make_accountant("rdp")
+    acc = make_accountant("rdp", sampled=is_sampled(releases))
     acc.compose(selection.wrap(compose(releases)))
     if not extra:
         return float(acc.get_epsilon(delta))
