@@ -499,7 +499,7 @@ def test_a_private_tune_whose_runs_take_the_fast_steps_saves_its_model(monkeypat
     from dpmt.train.methods import noisy_gd
 
     monkeypatch.setattr(noisy_gd, "FAST_SCALE", 1.0)
-    res = tune_app.tune(_private(noise_seed=SEED4, mean_runs=2.0), tmp_path / "t",
+    res = tune_app.tune(_private(noise_seed=SEED4, mean_runs=1.0), tmp_path / "t",
                         execution=QUIET)
     steps = [r for r in res.model.ledger.releases if r.count == noisy_gd.FAST_STEPS]
     assert res.model.config.gd.steps == noisy_gd.FAST_STEPS and steps
