@@ -83,7 +83,7 @@ RDP_ORDERS = ([1 + x / 20.0 for x in range(1, 100)] + list(range(6, 64))
 #: the integer orders of :data:`RDP_ORDERS`, those of a composition with Poisson-subsampled
 #: releases. At an integer order the subsampled Gaussian's RDP is an exact finite sum
 #: (Mironov, Talwar & Zhang 2019, "Rényi differential privacy of the sampled Gaussian
-#: mechanism", §3.3); at a fractional one dp_accounting sums a series that is ~10x slower
+#: mechanism"); at a fractional one dp_accounting sums a series that is ~10x slower
 #: and may not converge (it then drops the order, with a warning). Any subset of orders
 #: gives a valid bound; without the fractional ones ε moved by ≤ 0.2% in our checks, and a
 #: private tuning with sampling, which calibrates a plan per step of its bisection, went
