@@ -90,6 +90,16 @@ def _shortfalls(s: dict, pp: dict, only: tuple[str, ...] | None = None
     return out, within
 
 
+def _below(short: list[str], within: bool) -> str:
+    """A target row's tail: the shortfalls of :func:`_shortfalls`, and whether the test set
+    resolves them."""
+    if not short:
+        return ""
+    return ("; below: " + ", ".join(short)
+            + ("; every shortfall within 2 se: the test set does not resolve it" if within
+               else ""))
+
+
 def _fmt(s: dict | None, key="test") -> str:
     if s is None:
         return "–"
@@ -142,9 +152,7 @@ def targets(summary, names: list[str], epsilons: dict[str, tuple]) -> list[tuple
                             f"overall {s['test']:.4f} vs {pp['test']:.4f}; buckets "
                             + " ".join(f"{a:.3f}/{b:.3f}" for a, b in zip(s["buckets"],
                                                                            pp["buckets"]))
-                            + ("" if not short else "; below: " + ", ".join(short)
-                               + ("; every shortfall within 2 se: the test set does not "
-                                  "resolve it" if within else ""))))
+                            + _below(short, within)))
             d, best = summary[(ds, "dpmt defaults", eps)], best_private(summary, ds, eps)[1]
             out.append((f"{ds}, ε={eps:g}: defaults within 0.01 of the tuned best",
                         d["test"] >= best["test"] - 0.01,
@@ -195,9 +203,7 @@ def targets(summary, names: list[str], epsilons: dict[str, tuple]) -> list[tuple
                                 ok, f"overall {a['test']:.4f} vs {u['test']:.4f}; B1 "
                                 f"{a['buckets'][0]:.3f} vs {u['buckets'][0]:.3f}; B2 "
                                 f"{a['buckets'][1]:.3f} vs {u['buckets'][1]:.3f}"
-                                + ("" if not short else "; below: " + ", ".join(short)
-                                   + ("; within 2 se: the test set does not resolve it"
-                                      if within else ""))))
+                                + _below(short, within)))
     return out
 
 

@@ -36,7 +36,7 @@ import numpy as np
 
 from dpmt.apps import tune as tune_app
 from dpmt.config import ExecutionConfig, TrainConfig, route
-from dpmt.privacy.selection import draw_repetitions
+from dpmt.privacy.selection import draw_repetitions, noisy_score
 from dpmt.train.evaluate import evaluate
 from dpmt.train.loop import fit
 from dpmt.train.rundir import prepare_data
@@ -93,7 +93,7 @@ def run_cell(name: str, spec: str, eps: float, seed: int, pool: int) -> list[dic
         for _ in range(k):
             c = int(rng.integers(len(configs)))
             run = runs[c * pool + int(rng.integers(pool))]
-            score = run["validation"] * n_val + rng.normal(0.0, cal.score.noise_std)
+            score = noisy_score(run["validation"] * n_val, cal.score.noise_std, rng)
             if best is None or score > best[0]:
                 best = (score, run)
         tests.append(best[1]["test"])

@@ -448,7 +448,7 @@ def test_a_selection_capped_by_the_sampler_delta_is_calibrated_below_the_target(
     free = calibrate_selection(_run_plan(0.0), epsilon=20.0, delta=1e-6, selection=sel)
     assert free.epsilon == pytest.approx(20.0, rel=1e-3)
     assert cal.epsilon < 15.0 and cal.run_epsilon < free.run_epsilon
-    # the coupling bound holds at the reported ε, and a little more per-run ε breaks it
+    # the coupling bound holds at the reported ε, and a larger target buys no more per-run ε
     rep = (*cal.releases, cal.score)
     assert epsilon_of(list(rep), 1e-6, "rdp", sel) == pytest.approx(cal.epsilon, rel=1e-6)
     acc = dp_accounting.rdp.RdpAccountant(orders=RDP_ORDERS)
