@@ -8,6 +8,7 @@ settings are applied by an explicit call (:func:`dpmt.train.fit` through
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import os
@@ -42,26 +43,58 @@ def limit_lapack_threads(n: int | None = None) -> int | None:
         return None
     if n in _APPLIED:               # already set in this process (fit calls this every run)
         return _APPLIED[n]
+    done = None
+    for set_threads, _ in _scipy_openblas():
+        set_threads(int(n))
+        done = int(n)
+    _APPLIED.clear()
+    _APPLIED[n] = done
+    return done
+
+
+def _scipy_openblas() -> list[tuple]:
+    """(set_num_threads, get_num_threads) of each scipy-bundled OpenBLAS loaded in this
+    process (the 32-bit-integer ones that ``scipy.linalg.lapack`` calls); [] if none."""
     try:
         import scipy.linalg.cython_lapack  # noqa: F401  (loads scipy's OpenBLAS)
         with open("/proc/self/maps") as f:
             paths = {line.split()[-1] for line in f if "scipy_openblas" in line}
     except (ImportError, OSError):
-        return None
-    done = None
+        return []
+    out = []
     for path in sorted(paths):
         if not path.endswith(".so") or "64_" in os.path.basename(path):
             continue
         try:
-            fn = getattr(ctypes.CDLL(path), "scipy_openblas_set_num_threads", None)
+            lib = ctypes.CDLL(path)
         except OSError:
             continue
-        if fn is not None:
-            fn(int(n))
-            done = int(n)
-    _APPLIED.clear()
-    _APPLIED[n] = done
-    return done
+        set_fn = getattr(lib, "scipy_openblas_set_num_threads", None)
+        get_fn = getattr(lib, "scipy_openblas_get_num_threads", None)
+        if set_fn is not None and get_fn is not None:
+            out.append((set_fn, get_fn))
+    return out
+
+
+@contextlib.contextmanager
+def lapack_threads(n: int | None = None):
+    """Within the block scipy's OpenBLAS runs ``n`` threads (default: every core of
+    ``os.cpu_count()``); the counts it had are restored on leaving.
+
+    For the one large LAPACK call, e.g. the m × m Cholesky inverse of
+    :func:`dpmt.baselines.ease_weights`: :func:`limit_lapack_threads` keeps a training run's
+    many small calls at one thread, which would leave the other cores idle here.
+    """
+    n = int(n or os.cpu_count() or 1)
+    libs = _scipy_openblas()
+    before = [get() for _, get in libs]
+    try:
+        for set_threads, _ in libs:
+            set_threads(n)
+        yield n if libs else None
+    finally:
+        for (set_threads, _), k in zip(libs, before):
+            set_threads(int(k))
 
 
 #: share of ``vm.max_map_count`` at which :func:`release_compiled_code` clears JAX's caches

@@ -215,6 +215,16 @@ import dpmt.runtime
 if get:
     dpmt.runtime.limit_lapack_threads(1)
     assert [g() for g in get] == [1] * len(get)
+    # the scope of one large LAPACK call (EASE's inverse): every core inside, 1 again after
+    with dpmt.runtime.lapack_threads(3) as n:
+        assert n == 3 and [g() for g in get] == [3] * len(get)
+    assert [g() for g in get] == [1] * len(get)
+    try:
+        with dpmt.runtime.lapack_threads(2):
+            raise KeyError
+    except KeyError:
+        pass
+    assert [g() for g in get] == [1] * len(get)     # restored on an exception too
 print('ok', before, after)
 """
     env = {"OPENBLAS_NUM_THREADS": "", "PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"}

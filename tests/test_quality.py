@@ -122,10 +122,11 @@ def test_the_ceiling_is_the_best_non_private_baseline():
     assert not t[als][0]
 
 
-def test_ease_is_steck_closed_form_and_beats_popularity(rows):
+def test_ease_is_steck_closed_form_and_beats_popularity(rows, monkeypatch):
     import numpy as np
 
-    from dpmt.baselines import ease_gram, ease_weights
+    import dpmt.baselines
+    from dpmt.baselines import ease_gram, ease_score_fn, ease_weights
     from dpmt.data import make_synthetic
 
     r = make_synthetic(n_users=60, n_items=12, n_interactions=300, seed=1)
@@ -135,6 +136,17 @@ def test_ease_is_steck_closed_form_and_beats_popularity(rows):
     np.testing.assert_allclose(ease_weights(r, lam, G.astype(np.float32)), want, atol=2e-4)
     assert np.all(np.diag(ease_weights(r, lam)) == 0)
     ease = next(x for x in rows if x["method"] == q.EASE)
+    # blocks of 5 columns: the gram and the mirrored inverse cross block edges (12 = 5+5+2)
+    monkeypatch.setattr(dpmt.baselines, "_GRAM_BLOCK", 5)
+    G5 = ease_gram(r)
+    np.testing.assert_array_equal(G5, G.astype(np.float32))
+    np.testing.assert_allclose(ease_weights(r, lam, G5), want, atol=2e-4)
+    # scores are the sum of B's rows over the user's own items: x_u·B
+    B = ease_weights(r, lam, G5)
+    X = np.zeros((r.n_users, 12), np.float32)
+    X[r.user, r.item] = 1.0
+    np.testing.assert_allclose(ease_score_fn(B, r)(np.array([3, 0, 7])), X[[3, 0, 7]] @ B,
+                               rtol=1e-5, atol=1e-5)
     pop = next(x for x in rows if x["method"] == "popularity (exact, not private)")
     assert ease["test"]["overall"] > pop["test"]["overall"]
 

@@ -58,12 +58,14 @@ def _score_metrics(scores: np.ndarray, train, eval_set, ks) -> dict:
                            item_counts=counts)
 
 
-def ease_metrics(train, eval_set, reg: float, ks=KS, gram=None) -> dict:
+def ease_metrics(train, eval_set, reg: float, ks=KS, gram=None, weights=None) -> dict:
     """The EASE baseline (:mod:`dpmt.baselines`; exact, not private) at ridge ``reg``
-    (``gram``: :func:`~dpmt.baselines.ease_gram` of ``train``, for a grid of λ)."""
+    (``gram``: :func:`~dpmt.baselines.ease_gram` of ``train``, for a grid of λ;
+    ``weights``: :func:`~dpmt.baselines.ease_weights` at ``reg`` when already computed)."""
 
     buckets, counts = _buckets(train)
-    fn = ease_score_fn(ease_weights(train, reg, gram), eval_set.history)
+    B = ease_weights(train, reg, gram) if weights is None else weights
+    fn = ease_score_fn(B, eval_set.history)
     m = ranking_metrics(None, None, eval_set.history, eval_set.targets, ks=ks,
                         item_buckets=buckets, score_fn=fn, item_counts=counts)
     m["privacy"] = {"epsilon": math.inf, "delta": 0.0, "private": False,
