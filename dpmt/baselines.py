@@ -10,8 +10,8 @@
   reads every training rating exactly: not private, never released — a baseline only.
 
 The m × m matrices are dense float32 (as in the paper's reference code), built and
-inverted in place with LAPACK (``?potrf`` + ``?potri``: about m³ flops and two m × m
-arrays at the peak, 5.7 GB at ML-20M's 26,744 items); a user's scores are a sparse sum of
+inverted in place with LAPACK (``?potrf`` + ``?potri``: about m³ flops, one thread, and two
+m × m arrays at the peak, 5.7 GB at ML-20M's 26,744 items); a user's scores are a sparse sum of
 the rows of B of the items in their history, never a dense X·B.
 """
 
@@ -70,7 +70,9 @@ def ease_weights(train, reg: float, gram: np.ndarray | None = None) -> np.ndarra
     # for λ > 0 (float32 as in the paper's reference code; λ ≥ 1 keeps it well conditioned)
     P = np.array(G, dtype=np.float32, order="F", copy=True)
     P[np.diag_indices(m)] += np.float32(reg)
-    with lapack_threads():          # one large call: every core (a run keeps LAPACK at one)
+    # one thread: scipy's bundled OpenBLAS with 2 threads segfaults in spotrf at ML-20M's
+    # m = 26,744 (reproduced on the 2-core machine; 8,000 runs); with one it takes ~3 minutes
+    with lapack_threads(1):
         c, info = lapack.spotrf(P, lower=1, overwrite_a=1, clean=0)
         if info == 0:
             c, info = lapack.spotri(c, lower=1, overwrite_c=1)

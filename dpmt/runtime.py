@@ -81,9 +81,9 @@ def lapack_threads(n: int | None = None):
     """Within the block scipy's OpenBLAS runs ``n`` threads (default: every core of
     ``os.cpu_count()``); the counts it had are restored on leaving.
 
-    For the one large LAPACK call, e.g. the m × m Cholesky inverse of
-    :func:`dpmt.baselines.ease_weights`: :func:`limit_lapack_threads` keeps a training run's
-    many small calls at one thread, which would leave the other cores idle here.
+    For one call whose thread count must not depend on what ran before in the process, e.g.
+    the m × m Cholesky inverse of :func:`dpmt.baselines.ease_weights` (one thread: the
+    bundled OpenBLAS's threaded ``spotrf`` segfaults at m = 26,744 on 2 cores).
     """
     n = int(n or os.cpu_count() or 1)
     libs = _scipy_openblas()

@@ -215,7 +215,7 @@ import dpmt.runtime
 if get:
     dpmt.runtime.limit_lapack_threads(1)
     assert [g() for g in get] == [1] * len(get)
-    # the scope of one large LAPACK call (EASE's inverse): every core inside, 1 again after
+    # a scope sets its count inside (EASE's inverse runs in one) and restores the run's after
     with dpmt.runtime.lapack_threads(3) as n:
         assert n == 3 and [g() for g in get] == [3] * len(get)
     assert [g() for g in get] == [1] * len(get)
