@@ -14,7 +14,7 @@ BASE = TrainConfig(iterations=1,
                              split="heldout-users", heldout_users=50), privacy=dict(delta=1e-5))
 DS = q.Dataset("Skewed synthetic tiny", BASE, (0,), (2.0,), weightings=("uniform", "adaptive"),
                private_grid=(dict(dim=4), dict(dim=8, reg=10.0)), als_grid=(dict(dim=4, item_solve="shift"),),
-               solve_grid=(dict(dim=4),))
+               solve_grid=(dict(dim=4),), ease_regs=(3.0, 30.0))
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +52,9 @@ def test_the_chosen_configuration_is_the_best_on_validation(rows):
             assert r["validation"] == best
             winners = [t for t in r["tried"] if t["validation"] == best]
             assert any(r["chosen"].startswith(t["config"]) for t in winners)
+    # EASE's λ comes from the dataset's own grid (ML-20M-like searches above 1000)
+    ease = next(r for r in rows if r["method"] == q.EASE)
+    assert [t["config"] for t in ease["tried"]] == ["λ=3", "λ=30"]
     tuned = next(r for r in rows if r["method"] == "uniform")
     # 2 configs × every η, all scored on validation
     assert len(tuned["tried"]) == 2 * len(q.ETAS)
