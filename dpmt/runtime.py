@@ -77,15 +77,15 @@ def _scipy_openblas() -> list[tuple]:
 
 
 @contextlib.contextmanager
-def lapack_threads(n: int | None = None):
-    """Within the block scipy's OpenBLAS runs ``n`` threads (default: every core of
-    ``os.cpu_count()``); the counts it had are restored on leaving.
+def lapack_threads(n: int):
+    """Within the block scipy's OpenBLAS runs ``n`` threads; the counts it had are restored
+    on leaving (also on an exception).
 
     For one call whose thread count must not depend on what ran before in the process, e.g.
     the m × m Cholesky inverse of :func:`dpmt.baselines.ease_weights` (one thread: the
     bundled OpenBLAS's threaded ``spotrf`` segfaults at m = 26,744 on 2 cores).
     """
-    n = int(n or os.cpu_count() or 1)
+    n = int(n)
     libs = _scipy_openblas()
     before = [get() for _, get in libs]
     try:
