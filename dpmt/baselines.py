@@ -98,7 +98,7 @@ def ease_score_fn(B: np.ndarray, history):
     """Score function ``users (b,) -> (b, m)`` of EASE for the users of ``history`` (a
     Ratings in the model's item index: the users' own positives), s_u = x_u·B: the sum of
     the rows of B of the user's items (a sparse product, |x_u|·m flops per user)."""
-    n, m = int(history.n_users), int(history.n_items)
+    m = int(history.n_items)
     if B.shape != (m, m):
         raise ConfigError(f"B is {B.shape}; the history indexes {m} items")
     X = _positives_matrix(history, m)
