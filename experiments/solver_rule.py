@@ -49,6 +49,7 @@ CANDIDATES = {
     "gd-s10": dict(gd=dict(steps=10)),
     "gd-s5-lr04": dict(gd=dict(steps=5, learning_rate=0.04)),
     "gd-s8-lr025": dict(gd=dict(steps=8, learning_rate=0.025)),
+    "gd-s6-lr033": dict(gd=dict(steps=6, learning_rate=0.2 / 6)),
     "gd-it3": dict(iterations=3),
     # why the defaults fall with ε on some generators (issue 28): one rule at a time undone
     "gd-uniform": dict(weights="uniform"),

@@ -6,7 +6,7 @@ Per iteration ``gd.steps`` Gaussian releases of the clipped gradient sum (sensit
 rate q), one normal per parameter per step (:func:`~dpmt.solvers.noisy_gd.gd_noise_draws`),
 normalised by the released n̂ (the true n is private under add/remove-one, so the counts
 are always released). Rules (:mod:`dpmt.train.defaults`): λ = 10 below n̂·ε = 1200, else 3;
-η = ¼ (0 with uniform weights); ``gd.steps`` (left to the rule): 20, or 8 at 2.5 times the
+η = ¼ (0 with uniform weights); ``gd.steps`` (left to the rule): 20, or 6 at 20/6 times the
 learning rate where n̂·ε ≥ 10⁵.
 
 **The steps rule keeps the planned privacy exactly.** The plan calibrates 20 steps of
@@ -33,6 +33,12 @@ pairs), test Recall@20 +0.0007 (sd 0.0016; validation −0.0001), per popularity
 +0.0009 ± 0.0005 (mean ± se): the three tail buckets gain, the fourth loses a little (15 of
 20 pairs negative), and the item step costs 20% less. 5 steps at lr 0.04 lost the fourth
 bucket −0.011 ± 0.002 and the third −0.0035 (``experiments/solver_rule_s5.json``).
+
+Since 2026-12-07 it takes 6 steps at lr 0.2/6 (``--candidates defaults gd-s6-lr033``, the
+same 20 pairs; ``experiments/solver_rule_s6.json``): against 8 at 0.025, test Recall@20
++0.0002 (sd 0.0016; validation −0.0000), per bucket +0.0035 ± 0.0027, +0.0068 ± 0.0024,
++0.0020 ± 0.0019, −0.0049 ± 0.0018 and +0.0000 ± 0.0005 — the same trade as 10 → 8 —, and
+the default path's iteration 0.80 → 0.61 s at 50k users × 5k items, d = 64 (BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -58,7 +64,7 @@ GD_PRIOR = 0.25
 #: n̂·ε from which ``gd.steps=None`` takes :data:`FAST_STEPS` steps (the weights rule's scale)
 FAST_SCALE = WEIGHTS_SCALE
 #: steps per sweep there, at PLANNED_GD_STEPS / FAST_STEPS times the learning rate
-FAST_STEPS = 8
+FAST_STEPS = 6
 
 
 def n_params(cfg: TrainConfig, n_items: int, n_features: int | None) -> int:
