@@ -70,9 +70,9 @@ class TrainConfig:
     20 on ML-100K's per-user split, at ε = 1 and 5 on its held-out users, at ε = 5 and 20 on
     the synthetic, and tied elsewhere: ``experiments/defaults_sweep.py``). C = 0.1 is about
     the typical norm of an exact user solve, so clipping costs little signal while the
-    sensitivity √β·C² stays small. Where n̂·ε ≥ 10⁵ noisy GD takes 8 steps at 2.5 times the
-    learning rate instead (the same privacy, 40% of the cost; overall a tie on 10 cells of 8
-    generators, 2 seeds, the tail buckets ahead, ``experiments/solver_rule.py``). The weights (``auto``) and the
+    sensitivity √β·C² stays small. Where n̂·ε ≥ 10⁵ noisy GD takes 6 steps at 20/6 times the
+    learning rate instead (the same privacy, under a third of the cost; overall a tie on 10
+    cells of 8 generators, 2 seeds, the tail buckets ahead, ``experiments/solver_rule.py``). The weights (``auto``) and the
     popularity-prior weight η are chosen by rules from the released n̂ and ε
     (:mod:`dpmt.train.defaults`), never from exact data.
 

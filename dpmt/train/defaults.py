@@ -45,10 +45,11 @@ ml100k-reg``, ``ml100k-peruser-reg``, ``ml100k-reg-edge``, ``synth50k-reg-eps1``
 in both the item and the user solve, so the rule changes no ε.
 
 Rule for noisy GD's steps (``gd.steps=None``): **20 steps per sweep below n̂·ε = 10⁵, else
-8 at 2.5 times the learning rate** — the same privacy (each step's noise scaled by √(8/20);
+6 at 20/6 times the learning rate** — the same privacy (each step's noise scaled by √(6/20);
 see :mod:`dpmt.train.methods.noisy_gd` for why the choice from n̂ is free, and for 8 against
-10 steps: test Recall@20 +0.0007 over 20 pairs, the three tail buckets ahead, the fourth
-−0.004), 40% of the item step's cost. It was 10 steps at twice the rate until 2026-12-06;
+10 and 6 against 8 steps: test Recall@20 +0.0007 and +0.0002 over 20 pairs, the tail buckets
+ahead, the fourth −0.004 and −0.005), under a third of the item step's cost. It was 10 steps
+at twice the rate until 2026-12-06, then 8 at 2.5 times until 2026-12-07;
 validation Recall@20, 10 steps at lr 0.02 minus 20 at 0.01 (``python experiments/
 solver_rule.py --candidates gd-s10-lr02``, 1 seed; ``experiments/defaults_sweep.py
 ml100k-steps``, ``ml100k-peruser-steps``, 3 seeds, η = 0):
