@@ -29,6 +29,11 @@ just before); peak RSS 8.6 GB.
 e20ecd4 (10 steps, one dispatch per step) steady 7.26 s (``experiments/default_path_20m_auto_
 parent_e20ecd4.json``), this tree (8 steps in one compiled loop) 5.74 s (``..._auto_s8_run2.
 json``; 5.52 s a few minutes before, ``..._auto_s8.json``); peak RSS 8.5 GB.
+
+2026-12-07 01:40, the same machine type, ``--devices auto``, back to back: 6 steps (the rule
+since that day) steady 5.81 s (``experiments/default_path_20m_auto_s6.json``), then 8 steps
+(``FAST_STEPS`` patched to 8 in the same command, ``python -c``) 7.00 s
+(``..._auto_s8_20261207.json``); peak RSS 8.7 GB.
 """
 
 from __future__ import annotations

@@ -38,7 +38,9 @@ Since 2026-12-07 it takes 6 steps at lr 0.2/6 (``--candidates defaults gd-s6-lr0
 same 20 pairs; ``experiments/solver_rule_s6.json``): against 8 at 0.025, test Recall@20
 +0.0002 (sd 0.0016; validation −0.0000), per bucket +0.0035 ± 0.0027, +0.0068 ± 0.0024,
 +0.0020 ± 0.0019, −0.0049 ± 0.0018 and +0.0000 ± 0.0005 — the same trade as 10 → 8 —, and
-the default path's iteration 0.80 → 0.61 s at 50k users × 5k items, d = 64 (BENCHMARKS.md).
+the default path's iteration 0.79 → 0.64 s at 50k users × 5k items, d = 64, both timed in
+every round of one run (2.14x → 1.72x implicit's CG iteration), 7.00 → 5.81 s at ML-20M scale
+(BENCHMARKS.md, "Six noisy-GD steps").
 """
 
 from __future__ import annotations
