@@ -94,11 +94,8 @@ def user_recall(model, cfg: TrainConfig, hist: Ratings, targets: Ratings) -> np.
     """Per-user Recall@20 (hits / min(20, |targets|); NaN without targets) of ``model``'s
     scores with the fold-in of ``cfg``, history excluded."""
     model.config = cfg
-    U = model.user_embeddings(hist)
-    S = U @ model.item_embeddings.T
-    prior = model.item_prior()
-    if prior is not None:
-        S = S + np.linalg.norm(U, axis=1, keepdims=True) * prior[None, :]
+    scorer = model.scorer                      # the model's own scores, ⟨u, v_i⟩ + ‖u‖·π_i
+    S = scorer.scores(model.user_embeddings(hist), prior=scorer.prior())
     S[hist.user, hist.item] = -np.inf
     top = np.argpartition(-S, K, axis=1)[:, :K]
     T = np.zeros(S.shape, bool)
