@@ -38,9 +38,9 @@ import hashlib
 import json
 from typing import Any, Mapping
 
-from dpmt.config_groups import (BIG, INITS, MAX_DIM, MAX_SPECTRAL_ITEMS, USER_SOLVES,
-                                DataConfig, GDConfig, NonPrivate, PrivacyConfig, SSPConfig,
-                                check_choice, check_finite, check_types, refuse_unknown)
+from dpmt.config_groups import (BIG, FOLD_INS, INITS, MAX_DIM, MAX_SPECTRAL_ITEMS,
+                                USER_SOLVES, DataConfig, GDConfig, NonPrivate, PrivacyConfig,
+                                SSPConfig, check_choice, check_finite, check_types, refuse_unknown)
 from dpmt.config_groups import config_field as _f
 from dpmt.config_schema import CONFIG_VERSION, migrate
 from dpmt.errors import ConfigError, check_range
@@ -52,6 +52,11 @@ from dpmt.tasks import TASK_RULE as _TASK
 BASE_REG = 3.0
 #: n̂·ε below which ``weights="auto"`` is uniform, above adaptive (:mod:`dpmt.train.defaults`)
 WEIGHTS_SCALE = 100_000.0
+#: ε from which ``fold_in="auto"`` chooses the fold-in privately (dpmt.train.fold_in_choice):
+#: at ε = 1 and 2 the release's share of the budget cost what the choice won (test Recall@20
+#: −0.0008 and −0.0000 on average over the generators of experiments/solver_rule.py and
+#: ML-100K), at ε = 5 and 20 it gained +0.0043 and +0.0099 (experiments/charged_foldin.py)
+FOLD_IN_EPSILON = 3.0
 #: CG steps per item system by default (``cg_steps=None``): noisy (private) systems, whose
 #: solution is used to ~1e-4 at ML-20M scale, and exact (non-private) ones
 NOISY_CG_STEPS = 8
@@ -134,6 +139,19 @@ class TrainConfig:
                                         "it); 0: none", "model",
                                         none="a rule from n̂ and ε (dpmt.train.defaults)")
 
+    fold_in: str = _f("auto", "how users are folded in against the released V: with "
+                      "training's λ and α0 (training), or with the (λ, α0) chosen after "
+                      "training among dpmt.train.fold_in_choice.CANDIDATES by one Gaussian "
+                      "release of their Recall@20 summed over the training users (private: "
+                      "L2 sensitivity √K, calibrated and charged with the other releases; "
+                      "implicit task); auto: private for a private implicit run at "
+                      f"ε ≥ {FOLD_IN_EPSILON:g}, else training", "model", choices=FOLD_INS)
+    fold_in_reg: float | None = _f(None, "λ of the fold-in (the user solve of recommend and "
+                                   "evaluation; free post-processing under joint DP)",
+                                   "model", none="reg, or fold_in=private's choice")
+    fold_in_gravity: float | None = _f(None, "α0 of the fold-in", "model",
+                                       none="gravity, or fold_in=private's choice")
+
     # -- weights -----------------------------------------------------------------------
     weights: str = _f("auto", "task-user weights w_ij: uniform (k random items per user), "
                       "tail (the k least popular by noisy count), adaptive (ω ∝ n̂^−μ, eq. 11, "
@@ -213,6 +231,15 @@ class TrainConfig:
         check_range("user_clip", self.user_clip, low=0.0, high=BIG, low_open=True)
         check_range("init_scale", self.init_scale, low=0.0, high=BIG, low_open=True)
         check_choice("init", self.init, INITS)
+        check_choice("fold_in", self.fold_in, FOLD_INS)
+        if self.fold_in_reg is not None:
+            check_range("fold_in_reg", self.fold_in_reg, low=0.0, high=BIG, low_open=True)
+        if self.fold_in_gravity is not None:
+            check_range("fold_in_gravity", self.fold_in_gravity, low=0.0, high=BIG)
+        if self.fold_in == "private" and TASKS[self.task].labelled:
+            raise ConfigError("fold_in='private' chooses the fold-in by Recall@20 of ranked "
+                              "items: it applies to the implicit task; use "
+                              "fold_in='training' for --task rating")
         # K ≤ 16384: a K × K float32 release is 1 GiB there, and its eigh takes minutes
         check_range("spectral_items", self.spectral_items, low=1, high=MAX_SPECTRAL_ITEMS,
                     integer=True)
@@ -250,6 +277,27 @@ class TrainConfig:
         if self.cg_steps is not None:
             return self.cg_steps
         return NOISY_CG_STEPS if self.private else EXACT_CG_STEPS
+
+    @property
+    def fold_in_ridge(self) -> float | None:
+        """λ of the fold-in: ``fold_in_reg``, else ``reg``."""
+        return self.reg if self.fold_in_reg is None else self.fold_in_reg
+
+    @property
+    def fold_in_alpha0(self) -> float:
+        """α0 of the fold-in: ``fold_in_gravity``, else ``gravity``."""
+        return self.gravity if self.fold_in_gravity is None else self.fold_in_gravity
+
+    @property
+    def chooses_fold_in(self) -> bool:
+        """Whether training ends with the choice of the fold-in
+        (:mod:`dpmt.train.fold_in_choice`): ``fold_in="private"``, or ``"auto"`` on a private
+        implicit run at ε ≥ :data:`FOLD_IN_EPSILON` (a rule on the public target ε, fixed
+        before any data is read: the plan calibrates the release with the others)."""
+        if self.fold_in == "auto":
+            return (self.private and not TASKS[self.task].labelled
+                    and self.privacy.epsilon >= FOLD_IN_EPSILON)
+        return self.fold_in == "private"
 
     @property
     def spectral_start(self) -> bool:
@@ -340,11 +388,19 @@ class TrainConfig:
         flat["cg_steps"] = self.item_cg_steps    # the steps run (version 6: None = a rule)
         if self.user_cg_steps == self.item_cg_steps:  # version 5's split of cg_steps: a
             del flat["user_cg_steps"]                 # config of version ≤ 4 keeps its fingerprint
+        if self.fold_in == "training":       # version 7's field: an older config (migrated
+            del flat["fold_in"]              # to "training") keeps its fingerprint
+        for name in ("fold_in_reg", "fold_in_gravity"):
+            if getattr(self, name) is None:
+                del flat[name]
         if self.private:
             flat.update(d["privacy"])
+            if self.privacy.fold_in_noise_ratio == _FOLD_IN_NOISE_RATIO:
+                del flat["fold_in_noise_ratio"]          # … nor here, at its default
         else:                   # the privacy defaults, with the task's count noise ratio
             ratio = TASKS[self.task].settings(self)["count_noise_ratio"]
             flat.update(dataclasses.asdict(PrivacyConfig(count_noise_ratio=ratio)))
+            del flat["fold_in_noise_ratio"]
         return flat
 
     def stored(self, public: bool = False) -> dict[str, Any]:
@@ -518,6 +574,10 @@ class ExecutionConfig:
             raise ConfigError(f"data_dir must be a non-empty path (got {self.data_dir!r})")
         if self.lapack_threads is not None:
             check_range("lapack_threads", self.lapack_threads, low=0, integer=True)
+
+
+_FOLD_IN_NOISE_RATIO = next(f.default for f in dataclasses.fields(PrivacyConfig)
+                            if f.name == "fold_in_noise_ratio")
 
 
 def _flat(d: dict, prefix: str = "") -> dict:

@@ -31,6 +31,8 @@ OPTIMIZERS = ("sgd", "adam")
 USER_SOLVES = ("exact", "cg")
 ON_DUPLICATE = ("error", "keep-last")
 INITS = ("random", "spectral")
+#: how users are folded in (TrainConfig.fold_in)
+FOLD_INS = ("auto", "training", "private")
 
 #: upper bound of the scale-like settings (λ, α0, C, β, G, η, noise ratios)
 BIG = 1e6
@@ -256,6 +258,10 @@ class PrivacyConfig:
     spectral_noise_ratio: float = _f(1.0, "noise of the spectral start's co-occurrence "
                                      "relative to the other releases (init=spectral)",
                                      "privacy")
+    fold_in_noise_ratio: float = _f(0.5, "noise of the private fold-in choice's release "
+                                    "(fold_in=private) relative to the other releases "
+                                    "(experiments/charged_foldin.py: ½ against 1 and ¼)",
+                                    "privacy")
     noise_seed: int | None = _f(None, "seed of every noise draw, for reproducible experiments "
                                 "ONLY: a model trained with it is NOT private against anyone "
                                 "who knows the seed", "privacy",
@@ -274,7 +280,8 @@ class PrivacyConfig:
         if self.count_noise_multiplier is not None:
             check_range("count_noise_multiplier", self.count_noise_multiplier, low=0.0,
                         high=BIG, low_open=True)
-        for r in ("count_noise_ratio", "gram_noise_ratio", "spectral_noise_ratio"):
+        for r in ("count_noise_ratio", "gram_noise_ratio", "spectral_noise_ratio",
+                  "fold_in_noise_ratio"):
             if getattr(self, r) is not None:       # count_noise_ratio None: the task's
                 check_range(r, getattr(self, r), low=0.0, high=BIG, low_open=True)
         if self.noise_seed is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dpmt.errors import ConfigError
 
 #: the schema of a stored config (``config_version``)
-CONFIG_VERSION = 6
+CONFIG_VERSION = 7
 
 #: version 1's flat noisy-GD settings → their names in version 2's ``gd`` sub-config
 _V1_GD = {"gd_steps": "steps", "gd_learning_rate": "learning_rate", "gd_clip": "clip",
@@ -108,8 +108,16 @@ def _v5_to_v6(d: dict) -> dict:
     return d if "cg_steps" in d else {**d, "cg_steps": _V4_CG_STEPS}
 
 
+def _v6_to_v7(d: dict) -> dict:
+    """Version 6 → 7: ``fold_in`` (users folded in with training's λ and α0, or with ones
+    chosen privately after training) is new, and its default ``"auto"`` chooses at ε ≥ 3;
+    a version-6 config was folded in with training's, so it gets ``"training"``."""
+    return d if "fold_in" in d else {**d, "fold_in": "training"}
+
+
 #: version v → the step that rewrites a stored config of version v into version v + 1
-_MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6}
+_MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6,
+               6: _v6_to_v7}
 
 
 def stored_version(d: dict) -> int:

@@ -2,7 +2,8 @@
 embeddings V, their scores, the popularity prior, the top k; a rating model's predictions.
 
 **Fold-in.** A user's embedding is solved from *their own* history H (dense rows, labels
-y_i) against the released V (λ = ``reg``, α0 = ``gravity``, C = ``user_clip``)::
+y_i) against the released V (λ = ``reg``, α0 = ``gravity``, C = ``user_clip``; ``fold_in_reg``
+/ ``fold_in_gravity`` in their place when set, e.g. by ``fold_in="private"``)::
 
     u = (Σ_{i∈H} v_i v_iᵀ + α0 VᵀV + λI)⁻¹ Σ_{i∈H} y_i v_i,   clipped to ‖u‖ ≤ C
 
@@ -92,7 +93,7 @@ class Scorer:
         if labels is not None:
             labels = jnp.asarray(np.asarray(labels, np.float32))
         U = solve_users(user_layout(ratings, dim=self.dim), jnp.asarray(self.item_embeddings),
-                        labels=labels, reg=cfg.reg, alpha0=cfg.gravity,
+                        labels=labels, reg=cfg.fold_in_ridge, alpha0=cfg.fold_in_alpha0,
                         clip_norm=cfg.user_clip)
         return np.asarray(U, np.float32)
 

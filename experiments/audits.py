@@ -36,6 +36,10 @@ its power is measured by ``scripts/audit_power.py`` (``docs/audit_power.md``).
   (``dpmt.solvers.spectral_init``: ``cooccurrence`` then ``release``); canary rating one item
   (tight). Twins: the 1/√|S_j| normalisation disabled and a canary rating every item;
   duplicate (user, item) ratings kept (×1.53).
+* :func:`audit_fold_in_choice` — the private fold-in choice's release of the K candidates'
+  summed recalls (``dpmt.train.fold_in_choice.recall_sums`` plus the 64-bit sampler's
+  normals); canary with a target under every candidate (tight: √K). Twins: the recall not
+  normalised (hits, a canary with 6 targets: ×6); noise ×1/1.5 or ×1/1.1.
 * :func:`audit_mirror` — ``dpmt.online.mirror.Mirror``: activity-sequence neighbours (one
   round's activity bit flipped), release = the answers on all other rounds, score = exact
   log-likelihood ratio. Twins: a ramp designed for 10·a, 5·a or 4·a presented as meeting a.
@@ -64,7 +68,8 @@ from dpmt.audit import AuditResult, bernoulli_llr, make_result, midpoint_thresho
 from dpmt.errors import ConfigError, check_range
 
 __all__ = [
-    "audit_ssp", "audit_noisy_gd", "audit_counts", "audit_spectral_init", "audit_mirror",
+    "audit_ssp", "audit_noisy_gd", "audit_counts", "audit_spectral_init",
+    "audit_fold_in_choice", "audit_mirror",
     "audit_combiner", "pair_epsilon",
     "MECHANISMS", "TWINS", "run_audit", "run_all", "repeat_rates",
 ]
@@ -364,6 +369,88 @@ def audit_spectral_init(trials: int = 4000, *, epsilon: float = 2.0, delta: floa
                    kinds.get(kind, ""), claimed, delta, trials, s_in, s_out,
                    confidence, details, gaussian=True,
                    threshold=midpoint_threshold(C2, C1, direction))
+
+
+# ----------------------------------------------------------------------------------------
+# The private fold-in choice
+# ----------------------------------------------------------------------------------------
+def audit_fold_in_choice(trials: int = 4000, *, epsilon: float = 2.0, delta: float = 1e-5,
+                         broken: bool = False, break_kind: str = "noise",
+                         break_factor: float | None = None, n_users: int = 30,
+                         n_items: int = 12, per_user: int = 4, confidence: float = 0.95,
+                         seed: int = 0, data_seed: int = 0) -> AuditResult:
+    """Audit the fold-in choice's release ``S̃ = S + N(0, σ² I_K)``, S_c = Σ_j r_jc
+    (``dpmt.train.fold_in_choice.recall_sums`` over the K candidates' scorers, the noise from
+    ``dpmt.solvers.noise.normal`` as in training), calibrated for one release at
+    (``epsilon``, ``delta``) with sensitivity ``fold_in_choice.sensitivity()`` = √K.
+
+    ``n_items`` ≤ 20, so every item is in a user's top 20 and a user with a target scores
+    recall 1 under every candidate. Canary (real run): ``per_user`` items with ≥ 1 target
+    under the keyed split, so S moves by (1, …, 1): norm √K, the sensitivity
+    (``details['canary_norm_over_sensitivity']`` = 1). Score: projection of S̃ onto that
+    move, tested at the midpoint of the noiseless projections (GDP audit).
+
+    Broken twins, by ``break_kind``: ``"unnormalised"`` — each user adds their hits, not
+    hits / min(20, |T_j|), with a canary of 6 targets (×6); ``"noise"`` — noise
+    ``break_factor`` times the calibrated.
+    """
+    import jax
+
+    from dpmt.config import TrainConfig
+    from dpmt.solvers import noise as sampler
+    from dpmt.train import fold_in_choice as fc
+
+    if break_kind not in ("unnormalised", "noise"):
+        raise ConfigError("fold-in break_kind must be unnormalised or noise "
+                          f"(got {break_kind!r})")
+    trials = _check_trials(trials)
+    kind = break_kind if broken else None
+    rng = np.random.default_rng(data_seed)
+    users, items = _base_ratings(rng, n_users, n_items, per_user)
+    want = 6 if kind == "unnormalised" else 1
+    size = n_items if kind == "unnormalised" else per_user
+    for key in range(20231, 21231):        # a split key giving the canary ≥ ``want``
+        c_items = rng.choice(n_items, size, replace=False)      # targets and a history
+        plus = _ratings(np.r_[users, np.full(c_items.size, n_users)], np.r_[items, c_items],
+                        np.ones(users.size + c_items.size, np.float32), n_users + 1, n_items)
+        n_t = int(fc.target_mask(plus, key)[users.size:].sum())
+        if want <= n_t < size:
+            break
+    else:                                                       # pragma: no cover
+        raise RuntimeError("no canary with the wanted number of targets")
+    base = _ratings(users, items, np.ones(users.size, np.float32), n_users, n_items)
+    V = rng.normal(size=(n_items, 4)).astype(np.float32)
+    cfg = TrainConfig(dim=4, reg=3.0, gravity=0.5)
+    cands = fc.candidates(cfg.reg, cfg.gravity)
+    patch = (mock.patch.object(fc, "user_recall", lambda hits, n_t: hits)   # no 1/min(20, |T|)
+             if kind == "unnormalised" else contextlib.nullcontext())
+    with patch:
+        S1 = fc.recall_sums(V, None, cfg.user_clip, cands, base, key)
+        S2 = fc.recall_sums(V, None, cfg.user_clip, cands, plus, key)
+    sens = fc.sensitivity()
+    rel, claimed = _calibrated_release("fold_in_choice", sens, epsilon, delta)
+    f = float(break_factor if break_factor is not None else 0.1) if kind == "noise" else 1.0
+    check_range("break_factor", f, low=0.0, low_open=True)
+    sigma = rel.noise_std * f
+    direction = S2 - S1
+    realised = float(np.linalg.norm(direction))
+    normals = jax.jit(jax.vmap(lambda k: sampler.normal(k, (fc.N_CANDIDATES,))))
+
+    def scores_for(S, k):
+        z = np.asarray(normals(jax.random.split(k, trials)), np.float64)
+        return (S[None, :] + sigma * z) @ direction
+
+    root = jax.random.PRNGKey(seed)
+    s_out = scores_for(S1, jax.random.fold_in(root, 0))
+    s_in = scores_for(S2, jax.random.fold_in(root, 1))
+    details = {"sensitivity": sens, "noise_std": sigma, "canary_targets": n_t,
+               "noise_multiplier": sigma / sens,
+               "canary_norm_over_sensitivity": realised / sens,
+               "sensitivity_ratio": realised / sens / f}
+    kinds = {"unnormalised": "recall not normalised (hits)", "noise": f"noise x{f:g}"}
+    return _result("fold-in choice (summed recalls of K candidates)", broken,
+                   kinds.get(kind, ""), claimed, delta, trials, s_in, s_out, confidence,
+                   details, gaussian=True, threshold=midpoint_threshold(S2, S1, direction))
 
 
 # ----------------------------------------------------------------------------------------
@@ -896,6 +983,7 @@ MECHANISMS = {
     "noisy_gd_poisson": (audit_noisy_gd, {"sampling_rate": 0.5}),
     "counts": (audit_counts, {}),
     "spectral_init": (audit_spectral_init, {}),
+    "fold_in_choice": (audit_fold_in_choice, {}),
     "mirror": (audit_mirror, {}),
     "combiner": (audit_combiner, {}),
 }
@@ -925,6 +1013,9 @@ TWINS = {
     "spectral_init": {"gross": {"break_kind": "normalisation"},
                       "subtle": {"break_kind": "duplicates"},                # r = 1.53
                       "finest": {"break_kind": "noise", "break_factor": 1 / 1.1}},
+    "fold_in_choice": {"gross": {"break_kind": "unnormalised"},                # r = 6
+                       "subtle": {"break_kind": "noise", "break_factor": 1 / 1.5},
+                       "finest": {"break_kind": "noise", "break_factor": 1 / 1.1}},
     "mirror": {"gross": {"broken_factor": 10.0},                             # true ε 10×
                "subtle": {"broken_factor": 5.0},                             # 5×
                "finest": {"broken_factor": 4.0}},                            # 4×

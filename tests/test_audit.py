@@ -4,7 +4,7 @@ deliberately broken twins (experiments.audits).
 Each mechanism test asserts that the empirical lower bound on ε stays below the claimed ε
 (at 99% confidence); each twin asserts that the same audit catches the broken mechanism
 (lower bound above the claim, at 95% confidence). The Gaussian mechanisms (SSP, noisy GD,
-counts, spectral start) are judged by the GDP audit (dpmt.audit.gdp_lower_bound, Nasr et al.
+counts, spectral start, fold-in choice) are judged by the GDP audit (dpmt.audit.gdp_lower_bound, Nasr et al.
 2023), the online ones by the threshold audit. Twins: "gross" (noise ×0.1, clipping / cap /
 normalisation off), "subtle" (a true sensitivity 1.41-1.53× the claimed one: weight budget
 2β, clipping at 1.5·C or 1.5·G, cap 3k, duplicate ratings), "finest" (slow: 1.1-1.15×).
@@ -32,9 +32,10 @@ from experiments import audits
 PASS_CONF = 0.99    # real mechanisms: false failure <= 1% guaranteed (Clopper-Pearson)
 TWIN_CONF = 0.95    # broken twins: "caught" means the violation is shown at 95% confidence
 TRIALS = {"ssp_A": 4000, "ssp_b": 4000, "noisy_gd": 4000, "counts": 4000,
-          "counts_many": 4000, "mirror": 10_000, "combiner": 10_000, "spectral_init": 4000}
+          "counts_many": 4000, "mirror": 10_000, "combiner": 10_000, "spectral_init": 4000,
+          "fold_in_choice": 4000}
 FULL = 50_000
-GAUSSIAN = ("ssp_A", "ssp_b", "noisy_gd", "counts", "spectral_init")
+GAUSSIAN = ("ssp_A", "ssp_b", "noisy_gd", "counts", "spectral_init", "fold_in_choice")
 _EXTRA = {"counts_many": ("counts", {"canary_items": 200})}
 
 
@@ -279,7 +280,8 @@ def test_audit_catches_gross_twin(name):
 
 @pytest.mark.parametrize("name,ratio", [("ssp_A", math.sqrt(2)), ("ssp_b", 1.5),
                                         ("noisy_gd", 1.5), ("counts", math.sqrt(7 / 3)),
-                                        ("spectral_init", math.sqrt(21) / 3)])
+                                        ("spectral_init", math.sqrt(21) / 3),
+                                        ("fold_in_choice", 1.5)])
 def test_audit_catches_subtle_twin(name, ratio):
     # a true sensitivity 1.41-1.53x the claimed one (ε 2 claimed, true ε 2.9-3.2)
     r = run(name, "subtle")
@@ -323,6 +325,18 @@ def test_spectral_init_canaries():
     assert run("spectral_init").details["canary_norm_over_sensitivity"] == \
         pytest.approx(1.0, abs=1e-6)
     assert run("spectral_init", "gross").details["canary_norm_over_sensitivity"] > 5
+
+
+def test_fold_in_choice_canaries():
+    # a canary with a target under every candidate moves the K sums by (1, …, 1): exactly
+    # the sensitivity √K; without the 1/min(20, |T|) a 6-target canary moves them 6 times more
+    r = run("fold_in_choice")
+    assert r.details["sensitivity"] == pytest.approx(3.0)
+    assert r.details["canary_norm_over_sensitivity"] == pytest.approx(1.0, abs=1e-9)
+    g = run("fold_in_choice", "gross")
+    assert g.details["canary_targets"] >= 6
+    assert g.details["canary_norm_over_sensitivity"] == pytest.approx(
+        min(20, g.details["canary_targets"]))
 
 
 def test_gaussian_audit_never_flags_the_correct_mechanism_across_seeds():

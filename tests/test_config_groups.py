@@ -51,9 +51,10 @@ def test_a_version_3_config_moves_into_its_consumers_and_keeps_its_fingerprint()
     assert (cfg.dim, cfg.solver, cfg.gd.steps, cfg.weights) == (8, "ssp", 5, "adaptive")
     # resume compares fingerprints: the move must not change them
     assert cfg.fingerprint() == _v3_fingerprint(V3)
-    # every field but version 4's rating setting (an implicit config does not need it)
+    # every field but version 4's rating setting (an implicit config does not need it) and
+    # the fold-in's own λ and α0 (version 7; None, training's, keeps the meaning)
     assert set(migrate(V3)) == {f.name for f in dataclasses.fields(TrainConfig)} - {
-        "user_offsets"}
+        "user_offsets", "fold_in_reg", "fold_in_gravity"}
 
 
 def test_private_false_becomes_the_non_private_object_stored_as_null():
@@ -67,7 +68,8 @@ def test_private_false_becomes_the_non_private_object_stored_as_null():
     assert TrainConfig.from_dict(json.loads(json.dumps(stored))) == cfg
     # a v3 non-private config at the privacy defaults keeps its fingerprint too
     plain = {**V3, "private": False,
-             **dataclasses.asdict(PrivacyConfig(count_noise_ratio=1.0))}
+             **{k: v for k, v in dataclasses.asdict(PrivacyConfig(count_noise_ratio=1.0))
+                .items() if k != "fold_in_noise_ratio"}}     # added in version 7
     assert TrainConfig.from_dict(plain).fingerprint() == _v3_fingerprint(plain)
 
 

@@ -58,25 +58,30 @@ def test_fingerprints_are_those_computed_before_the_version_was_stored():
     (the rule), while the version-2 default, 20 steps, kept its fingerprint. Version 4's
     rating setting ``user_offsets`` enters a rating config's fingerprint only (the rating
     model changed with it; an implicit model did not). Version 5's ``user_cg_steps``
-    enters only where it differs from ``cg_steps`` (before, ``cg_steps`` set both)."""
-    assert TrainConfig(user_cg_steps=8).replace(gd=dict(steps=20)).fingerprint() == \
-        "36452aec0d2e6152"
-    assert TrainConfig(user_cg_steps=8).fingerprint() == "47693cace1e49e9e"
-    assert _cfg(user_cg_steps=8).fingerprint() == "d1a938ee0a9a0a9e"
-    assert TrainConfig.from_dict(_cfg(user_cg_steps=8).stored()).fingerprint() == \
+    enters only where it differs from ``cg_steps`` (before, ``cg_steps`` set both). Version
+    7's ``fold_in`` enters unless it is ``"training"``, what every older config migrates to
+    (its new default ``"auto"`` chooses the fold-in privately at ε ≥ 3: another model)."""
+    old = dict(user_cg_steps=8, fold_in="training")
+    assert TrainConfig(**old).replace(gd=dict(steps=20)).fingerprint() == "36452aec0d2e6152"
+    assert TrainConfig(**old).fingerprint() == "47693cace1e49e9e"
+    assert _cfg(**old).fingerprint() == "d1a938ee0a9a0a9e"
+    assert TrainConfig.from_dict(_cfg(**old).stored()).fingerprint() == "d1a938ee0a9a0a9e"
+    v6 = {k: v for k, v in _cfg(**old).stored().items() if k != "fold_in"}
+    assert TrainConfig.from_dict({**v6, "config_version": 6}).fingerprint() == \
         "d1a938ee0a9a0a9e"
+    assert TrainConfig(user_cg_steps=8).fingerprint() != "47693cace1e49e9e"   # "auto"
     # version 5's user_cg_steps = 3 is a different model (fewer user CG steps)
     assert TrainConfig().fingerprint() not in ("47693cace1e49e9e", "36452aec0d2e6152")
     rating = TrainConfig(task="rating", data=dict(split="random"))
     assert rating.fingerprint() != rating.replace(user_offsets="mean").fingerprint()
     # version 6's cg_steps=None enters as the steps it runs: a non-private config of
     # version 5 (8 item steps) keeps its fingerprint; the new non-private default (3) moves
-    old = TrainConfig(privacy=NonPrivate(), cg_steps=8)
+    old = TrainConfig(privacy=NonPrivate(), cg_steps=8, fold_in="training")
     assert old.fingerprint() == "f750a8457157dd89"
     assert old.replace(user_cg_steps=8).fingerprint() == "1c6aaef903c4b1bb"
-    assert TrainConfig(privacy=NonPrivate()).fingerprint() != "f750a8457157dd89"
-    assert TrainConfig(privacy=NonPrivate()).fingerprint() == \
-        TrainConfig(privacy=NonPrivate(), cg_steps=3).fingerprint()
+    new = TrainConfig(privacy=NonPrivate(), fold_in="training")
+    assert new.fingerprint() != "f750a8457157dd89"
+    assert new.fingerprint() == new.replace(cg_steps=3).fingerprint()
 
 
 @pytest.mark.parametrize("versioned", [False, True])
@@ -101,7 +106,7 @@ def test_a_version_4_config_keeps_its_user_cg_steps(cg_steps):
     """Up to version 4 ``cg_steps`` set the CG user step's steps too (8 by default): the
     migrated config trains that model and keeps its fingerprint."""
     d = TrainConfig().stored()
-    del d["user_cg_steps"]
+    del d["user_cg_steps"], d["fold_in"]          # neither existed in version 4
     if cg_steps is None:
         del d["cg_steps"]
     else:
@@ -109,7 +114,8 @@ def test_a_version_4_config_keeps_its_user_cg_steps(cg_steps):
     cfg = TrainConfig.from_dict({**d, "config_version": 4})
     want = 8 if cg_steps is None else cg_steps
     assert (cfg.cg_steps, cfg.user_cg_steps) == (want, want)
-    assert cfg.fingerprint() == TrainConfig(cg_steps=want, user_cg_steps=want).fingerprint()
+    assert cfg.fingerprint() == TrainConfig(cg_steps=want, user_cg_steps=want,
+                                            fold_in="training").fingerprint()
     if cg_steps is None:
         assert cfg.fingerprint() == "47693cace1e49e9e"
     with pytest.raises(ConfigError, match="version-4 config has no user_cg_steps"):

@@ -69,7 +69,9 @@ def test_a_registered_solver_trains_through_fit_with_its_own_releases(toy):
                       data=dict(dataset="synthetic"), privacy=dict(epsilon=3.0, noise_seed=0))
     model = dpmt.fit(r, cfg, execution=QUIET)
     names = [x.name for x in model.ledger.releases]
-    assert names == ["item_counts", "iter0/gramian", "iter0/b", "iter1/gramian", "iter1/b"]
+    # the method's releases, then the default's private fold-in choice (ε ≥ 2)
+    assert names == ["item_counts", "iter0/gramian", "iter0/b", "iter1/gramian", "iter1/b",
+                     "fold_in_choice"]
     b = [x for x in model.ledger.releases if x.name.endswith("/b")]
     assert all(x.sensitivity == pytest.approx(math.sqrt(10.0) * 0.1) for x in b)
     assert all(x.draws == 60 * 4 and x.delta > 0 for x in b)      # the sampler's δ, charged

@@ -203,6 +203,32 @@ def test_the_noise_is_added_once_to_the_sum_not_per_process(ratings, monkeypatch
     assert np.abs(other - one).max() > 100 * np.abs(two - one).max()
 
 
+def test_the_fold_in_choice_sums_every_process_users_before_its_noise(ratings, monkeypatch):
+    """fold_in='private' (dpmt.train.fold_in_choice): each process sums its own users'
+    recalls, the sums are added over the processes, one noise draw: the noisy sums and the
+    choice of 2 processes are the one-process ones."""
+    from dpmt.train import fold_in_choice as fc
+
+    cfg = TrainConfig(fold_in="private", dim=8, iterations=2, data=dict(dataset="synthetic"),
+                      privacy=dict(epsilon=2.0, noise_seed=0))
+    ex = ExecutionConfig(progress=False, sharded_data=True)
+    seen, real = [], fc.choose
+    monkeypatch.setattr(fc, "choose", lambda s: seen.append(np.array(s)) or real(s))
+    one = fit(ratings, cfg, execution=ex)
+    procs = ThreadProcesses(2)
+    monkeypatch.setattr(collectives, "process_sum", procs.sum)
+    two = procs.run(lambda s: fit(s, cfg, execution=ex),
+                    [(s,) for s in _shard_users(ratings, 2)])
+    assert len(seen) == 3
+    np.testing.assert_allclose(seen[1], seen[0], rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(seen[2], seen[0], rtol=1e-4, atol=1e-3)
+    for m in two:
+        assert (m.config.fold_in_reg, m.config.fold_in_gravity) == \
+            (one.config.fold_in_reg, one.config.fold_in_gravity)
+        assert [r.name for r in m.ledger.releases] == [r.name for r in one.ledger.releases]
+        assert m.ledger.releases[-1].name == "fold_in_choice"
+
+
 @pytest.mark.parametrize("change,message", [
     (dict(task="rating", dataset="ml-100k"), "rating task"),
     (dict(init="spectral"), "init='spectral'"),

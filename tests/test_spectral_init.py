@@ -154,7 +154,8 @@ def test_random_init_plan_is_unchanged():
         assert [r.name for r in spec.releases() if r.name != "spectral_init"] == \
             [r.name for r in rand.releases()]
     assert [r.name for r in make_plan(TrainConfig(dim=4, iterations=2)).releases()] == \
-        ["item_counts", "iter0/gramian", "iter0/gd", "iter1/gramian", "iter1/gd"]
+        ["item_counts", "iter0/gramian", "iter0/gd", "iter1/gramian", "iter1/gd",
+         "fold_in_choice"]
 
 
 def test_spectral_start_needs_the_counts_so_it_releases_them():

@@ -35,6 +35,7 @@ def test_private_fit_spends_at_most_target_and_ledger_is_complete(split):
     cfg = TrainConfig(weights="adaptive", **SMALL, privacy=dict(epsilon=2.0))
     res = fit(split.train, cfg, test=split.test)
     names = [r.name for r in res.ledger.releases]
+    # (ε < 3: fold_in="auto" makes no fold-in choice)
     assert names == ["item_counts", "iter0/gramian", "iter0/ssp_A", "iter0/ssp_b",
                      "iter1/gramian", "iter1/ssp_A", "iter1/ssp_b"]
     assert res.epsilon <= 2.0 * (1 + 1e-6)

@@ -199,8 +199,8 @@ def _same_dataset(a: str, b: str) -> bool:
 def _model_info(model, path) -> dict:
     cfg = model.config
     return {"path": str(path), "dataset": cfg.data.dataset, "n_items": model.n_items,
-            "dim": model.dim, "fingerprint": model.fingerprint(), "reg": cfg.reg,
-            "gravity": cfg.gravity, "user_clip": cfg.user_clip,
+            "dim": model.dim, "fingerprint": model.fingerprint(), "reg": cfg.fold_in_ridge,
+            "gravity": cfg.fold_in_alpha0, "user_clip": cfg.user_clip,
             "history": f"the user's earlier ratings > {cfg.data.positive_threshold:g} (label 1, "
                        "implicit feedback as in training), never released"}
 

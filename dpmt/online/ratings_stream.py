@@ -444,8 +444,8 @@ def _model_features(ratings, model, order, rows_of_item, buckets, score_edges):
     _, first = np.unique(users[cand] * V.shape[0] + rows[cand], return_index=True)
     add = np.zeros(order.size, bool)
     add[cand[first]] = True
-    fold = IncrementalFoldIn(V, ratings.n_users, reg=cfg.reg, gravity=cfg.gravity,
-                             user_clip=cfg.user_clip)
+    fold = IncrementalFoldIn(V, ratings.n_users, reg=cfg.fold_in_ridge,
+                             gravity=cfg.fold_in_alpha0, user_clip=cfg.user_clip)
     U = fold.run(users, rows, add)
     scores = np.einsum("nd,nd->n", U, V[rows])
     edges = model_score_edges(V, cfg.user_clip, buckets, score_edges)

@@ -8,6 +8,7 @@ evaluation and run directories.
 * :mod:`~dpmt.train.loop` — :func:`iterate` (one iteration), :func:`fit` (returns a
   :class:`~dpmt.model.Model`).
 * :mod:`~dpmt.train.methods` — the private item steps (registry entries).
+* :mod:`~dpmt.train.fold_in_choice` — the private choice of the fold-in (``fold_in="private"``).
 * :mod:`~dpmt.train.checkpoint` — the loop state after each iteration, for resume.
 * :mod:`~dpmt.train.evaluate` — metrics of a model and of the popularity baselines.
 * :mod:`~dpmt.train.rundir` — :func:`run`: data → fit → evaluate → run directory.

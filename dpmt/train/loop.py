@@ -20,7 +20,9 @@ al. 2021, Algorithm 1; Krichene et al. 2023, Algorithms 1 and 2):
    b. noisy Gramian Ĝ_U = Σ_j u_j u_jᵀ + E (sensitivity C²) when α0 > 0;
    c. private item step on the weighted per-item objective: SSP or noisy GD, plus the
       gravity term α0 Ĝ_U (:mod:`dpmt.solvers.steps`).
-4. Return a :class:`~dpmt.model.Model`; evaluate it if evaluation users are given.
+4. With ``fold_in="private"``, choose the fold-in's (λ, α0) by one more release, the
+   candidates' Recall@20 summed over the training users (:mod:`dpmt.train.fold_in_choice`).
+5. Return a :class:`~dpmt.model.Model`; evaluate it if evaluation users are given.
 
 Privacy unit: one user (add/remove-one). Released: n̂ (counts), with ``init="spectral"``
 the noisy co-occurrence Ĉ once, Ĝ_U and V at every iteration.
@@ -31,7 +33,7 @@ The code: :func:`dpmt.train.training_run.setup` does 0–2 (and checks, at the o
 point every path goes through, the invariants the sensitivities assume: one rating per (user,
 item) pair, finite values, per-user weight budgets; :mod:`dpmt.train.checks`);
 :func:`iterate` is one pass of 3 — what ``fit``, the benchmark and the experiments run;
-:func:`finish` is 4. ``fit`` strings them together with callbacks for progress and
+:func:`finish` is 4–5. ``fit`` strings them together with callbacks for progress and
 checkpoints.
 """
 
@@ -52,6 +54,9 @@ from dpmt.labels import refit_user_offsets, slopes
 from dpmt.model import Model
 from dpmt.privacy.randomness import NoiseSource
 from dpmt.registry import TASKS
+from dpmt.scoring import make_scorer
+from dpmt.solvers import noise as normal_sampler
+from dpmt.train import fold_in_choice
 from dpmt.train.checkpoint import LoopState
 from dpmt.train.defaults import explain
 from dpmt.train.evaluate import combine_over_processes, evaluate, evaluate_ratings
@@ -183,6 +188,8 @@ def finish(run: TrainingRun) -> Model:
         counts = run.train.item_counts()        # non-private (ε = ∞): the exact counts
         if run.steps.aggregate is not None:
             counts = run.steps.aggregate(counts)
+    if cfg.chooses_fold_in:
+        model_cfg = choose_fold_in(run, model_cfg, counts)
     model = Model(item_embeddings=np.asarray(run.state.V), item_ids=run.train.item_ids,
                   config=model_cfg, ledger=run.ledger,
                   item_counts=None if counts is None else np.asarray(counts),
@@ -201,6 +208,45 @@ def finish(run: TrainingRun) -> Model:
             model.metrics = combine_over_processes(local, agg)
     model.seconds = time.time() - run.t_start
     return model
+
+
+def choose_fold_in(run: TrainingRun, model_cfg: TrainConfig, counts) -> TrainConfig:
+    """``model_cfg`` with the fold-in chosen by :mod:`dpmt.train.fold_in_choice`: the K
+    candidates' summed recalls on the training users (split, and above
+    :data:`~dpmt.train.fold_in_choice.MAX_USERS` released users subsampled, by a key from the
+    run's secret; with sharded data summed over the processes), plus the planned Gaussian
+    noise (charged here; none for a non-private run), argmax. Only the choice leaves the
+    trainer (the model's ``fold_in_reg`` / ``fold_in_gravity``)."""
+
+    V = np.asarray(run.state.V)
+    cands = fold_in_choice.candidates(model_cfg.reg, model_cfg.gravity)
+    prior = make_scorer(V, model_cfg, counts).prior()
+    n_users = run.noisy_n if run.noisy_n is not None else _users_in(run)
+    share = fold_in_choice.MAX_USERS / max(float(n_users), 1.0)
+    key = int(run.noise.numpy_rng("fold_in_choice/split").integers(0, 2**63))
+    sums = fold_in_choice.recall_sums(V, prior, model_cfg.user_clip, cands, run.train, key,
+                                      share)
+    if run.steps.aggregate is not None:      # sharded data: every process's users
+        sums = np.asarray(run.steps.aggregate(sums), np.float64)
+    release = None if run.plan is None else run.plan.fold_in
+    sigma = charge(run.ledger, release)
+    if sigma > 0:
+        z = normal_sampler.normal(run.noise.jax_key("fold_in_choice/noise"), (len(sums),))
+        sums = sums + sigma * np.asarray(z, np.float64)
+    lam, a0 = cands[fold_in_choice.choose(sums)]
+    run.why.append(("fold_in", f"λ = {lam:g}, α0 = {a0:g}",
+                    f"chosen among {len(cands)} candidates by a private release of their "
+                    "Recall@20 on the training users" if release is not None else
+                    f"chosen among {len(cands)} candidates by their Recall@20 on the "
+                    "training users (non-private)"))
+    return model_cfg.replace(fold_in_reg=lam, fold_in_gravity=a0)
+
+
+def _users_in(run: TrainingRun) -> float:
+    """n, the users of every process (a non-private run: exact)."""
+    n = np.array([run.train.n_users], np.int64)
+    agg = run.steps.aggregate
+    return float((n if agg is None else np.asarray(agg(n)))[0])
 
 
 #: TrainConfig's default dataset: a config that names it may not have been trained on it

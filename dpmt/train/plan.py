@@ -27,7 +27,10 @@ A run of private alternating minimisation releases, under add/remove of one user
   Algorithm 1 of Krichene et al. 2023; or noisy GD's
   ``steps`` Gaussian steps on the clipped gradient sum (sensitivity G, optionally
   Poisson-subsampled), Algorithm 2 — or any registered method's
-  (:data:`dpmt.registry.SOLVERS`).
+  (:data:`dpmt.registry.SOLVERS`);
+* with ``fold_in="private"``, after the last iteration, the fold-in choice: the K candidates'
+  Recall@20 summed over the training users, L2 sensitivity √K
+  (:mod:`dpmt.train.fold_in_choice`).
 
 :func:`make_plan` lists them (:func:`planned_releases`), finds one noise scale for the target
 (ε, δ) with ``dp_accounting`` (:func:`dpmt.privacy.calibrate`) and returns a
@@ -61,6 +64,7 @@ from dpmt.registry import TASKS, WEIGHTINGS
 from dpmt.solvers import noise
 from dpmt.solvers.spectral_init import spectral_noise_draws, spectral_sensitivity
 from dpmt.solvers.ssp import gramian_noise_draws, gramian_sensitivity
+from dpmt.train import fold_in_choice
 from dpmt.train.methods import method_of
 
 #: the rating task's private mean μ̂: its noise relative to the counts' (count_noise_ratio)
@@ -96,6 +100,7 @@ class PrivacyPlan:
     item_offsets: Release | None = None  # rating task: the per-item label sums
     spectral: Release | None = None      # init="spectral": the noisy top-K co-occurrence
     item_threshold: int | None = None    # select_items: keep items with noisy count ≥ this
+    fold_in: Release | None = None       # fold_in="private": the candidates' summed recalls
 
     def head(self) -> tuple[Release, ...]:
         """The releases made once, before the first iteration, in the run's order."""
@@ -105,7 +110,8 @@ class PrivacyPlan:
     def releases(self) -> tuple[Release, ...]:
         """All releases in the order the run makes them."""
         head = self.head()
-        return head + tuple(r for it in self.iterations for r in it.all())
+        tail = (self.fold_in,) if self.fold_in is not None else ()
+        return head + tuple(r for it in self.iterations for r in it.all()) + tail
 
     @property
     def epsilon(self) -> float:
@@ -188,6 +194,8 @@ def sampler_draws(cfg: TrainConfig, n_items: int, n_features: int | None = None
         for name, n in zip(names, per):
             if n:
                 out[f"iter{t}/{name}"] = int(n)
+    if cfg.chooses_fold_in:
+        out["fold_in_choice"] = fold_in_choice.N_CANDIDATES
     return out
 
 
@@ -252,6 +260,10 @@ def planned_releases(cfg: TrainConfig, *, select_items: bool = False,
             plan.append(dataclasses.replace(
                 r, name=name, draws=n,
                 delta=r.delta + sampler_delta(n) + float(edge.get(name, 0.0))))
+    if cfg.private and cfg.chooses_fold_in:
+        # after the last iteration: one Gaussian release of K sums of per-user recalls
+        plan.append(continuous("fold_in_choice", fold_in_choice.sensitivity(),
+                               noise_ratio=cfg.privacy.fold_in_noise_ratio))
     return plan
 
 
@@ -300,13 +312,14 @@ def make_plan(cfg: TrainConfig, *, select_items: bool = False,
         gram = rel.pop(0) if cfg.gravity > 0 else None
         item = tuple(rel.pop(0) for _ in range(n_item))
         iterations.append(IterationReleases(gramian=gram, item=item))
+    fold_in = rel.pop(0) if cfg.chooses_fold_in else None
     assert not rel, "every calibrated release belongs to one step"
     threshold = None
     if select_items:
         threshold = partition_threshold(cfg.effective_count_cap, counts.noise_std,
                                         counts.delta)
     return PrivacyPlan(counts, tuple(iterations), cal, mean_sum, mean_count, offsets,
-                       spectral, threshold)
+                       spectral, threshold, fold_in)
 
 
 def resolved_plan(plan: PrivacyPlan, cfg: TrainConfig, model_cfg: TrainConfig
