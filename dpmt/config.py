@@ -55,7 +55,7 @@ WEIGHTS_SCALE = 100_000.0
 #: ε from which ``fold_in="auto"`` chooses the fold-in privately (dpmt.train.fold_in_choice):
 #: at ε = 1 and 2 the release's share of the budget cost what the choice won (test Recall@20
 #: −0.0008 and −0.0000 on average over the generators of experiments/solver_rule.py and
-#: ML-100K), at ε = 5 and 20 it gained +0.0043 and +0.0099 (experiments/charged_foldin.py)
+#: ML-100K), at ε = 5 and 20 it gained +0.0043 and +0.0094 (experiments/charged_foldin.py)
 FOLD_IN_EPSILON = 3.0
 #: CG steps per item system by default (``cg_steps=None``): noisy (private) systems, whose
 #: solution is used to ~1e-4 at ML-20M scale, and exact (non-private) ones
@@ -79,7 +79,10 @@ class TrainConfig:
     learning rate instead (the same privacy, under a third of the cost; overall a tie on 10
     cells of 8 generators, 2 seeds, the tail buckets ahead, ``experiments/solver_rule.py``). The weights (``auto``) and the
     popularity-prior weight η are chosen by rules from the released n̂ and ε
-    (:mod:`dpmt.train.defaults`), never from exact data.
+    (:mod:`dpmt.train.defaults`), never from exact data. At ε ≥ :data:`FOLD_IN_EPSILON`
+    (``fold_in="auto"``) the fold-in's λ and α0 are chosen after training by one more
+    charged release (:mod:`dpmt.train.fold_in_choice`; +0.004 / +0.009 test Recall@20 at
+    ε = 5 / 20 on average over 8 generators and ML-100K, ``experiments/charged_foldin.py``).
 
     The model is alternating minimisation (Chien et al. 2021; Krichene et al. 2023): the
     exact user step u_j = (Σ_{i∈I_j} v_i v_iᵀ + α0 VᵀV + λI)⁻¹ Σ_i y_ij v_i clipped to
