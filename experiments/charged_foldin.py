@@ -29,6 +29,17 @@ of ``experiments/logo_rule.json`` (family) / QUALITY.md (ML-100K) beside it.
     python -m experiments.charged_foldin --only A B C D E F G H --epsilons 1 5 20
     python -m experiments.charged_foldin --only M --epsilons 1 5 20 --seeds 0 1 2
 
+Measured 2026-12-07 (``charged_foldin_ABCDEFGH.json``, ``_M.json``, and at ε = 2
+``_ABDFGH_eps2.json``, ``_M_eps2.json``): test Recall@20 of the choice at ratio ½ minus the
+defaults', averaged over the 8 generators and ML-100K (3 seeds), −0.0008 / −0.0000 / +0.0043 /
++0.0094 at ε = 1 / 2 / 5 / 20 (ratio 1: −0.0007 / – / +0.0036 / +0.0095; ¼: −0.0027 / – /
++0.0029 / +0.0087); B rank64 0.3037 → 0.3215 at ε = 5 and 0.2877 → 0.3223 at ε = 20 (tuned
+best 0.3215, 0.3221); ML-100K 0.2964 → 0.3060 at ε = 20, 0.1627 → 0.1555 at ε = 1. Guard 0
+(plain argmax) beat guards 1 and 2 on average at ε ≥ 5 (+0.0042 / +0.0036 / +0.0029 at ε = 5,
+per cell); the guards lose less at ε = 1 only (−0.0020 / −0.0017 / −0.0015). Hence
+``TrainConfig(fold_in="auto")``: the choice at ε ≥ 3, ratio ½ (QUALITY.md, "A private choice
+of the fold-in").
+
 Sampler δ (the 64-bit normal sampler's tail) is left out of this budget split (it moves ε_train
 by < 1e-6 relative). Reproducible noise (``noise_seed``): an experiment; its models are not
 published. Output: ``experiments/charged_foldin_<only>.json``.
