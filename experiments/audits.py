@@ -124,6 +124,26 @@ def _calibrated_release(name, sensitivity, epsilon, delta, sampling_rate=None, *
     return cal.releases[0], cal.epsilon
 
 
+def _out_and_in(scores_for, clean_out, clean_in, seed: int):
+    """(scores without the canary, scores with it): ``scores_for(clean, key)`` on the two
+    noiseless releases, with keys folded from ``seed`` (0: out, 1: in)."""
+    import jax
+
+    root = jax.random.PRNGKey(seed)
+    return (scores_for(clean_out, jax.random.fold_in(root, 0)),
+            scores_for(clean_in, jax.random.fold_in(root, 1)))
+
+
+def _gaussian_details(sens: float, sigma: float, realised: float, factor: float,
+                      **extra) -> dict:
+    """The details of a Gaussian audit: the claimed sensitivity, the noise used, and the
+    canary's realised move over the sensitivity (÷ the noise factor of a "noise" twin)."""
+    return {"sensitivity": sens, "noise_std": sigma, **extra,
+            "noise_multiplier": sigma / sens,
+            "canary_norm_over_sensitivity": realised / sens,
+            "sensitivity_ratio": realised / sens / factor}
+
+
 def _batched(fn, keys, batch):
     outs = [np.asarray(fn(keys[i:i + batch]), np.float64) for i in range(0, len(keys), batch)]
     return np.concatenate(outs)
@@ -356,13 +376,8 @@ def audit_spectral_init(trials: int = 4000, *, epsilon: float = 2.0, delta: floa
         return _batched(lambda ks: fn(jnp.asarray(C, jnp.float32), ks, jnp.float32(sigma), d),
                         jax.random.split(key, trials), batch)
 
-    root = jax.random.PRNGKey(seed)
-    s_out = scores_for(C1, jax.random.fold_in(root, 0))
-    s_in = scores_for(C2, jax.random.fold_in(root, 1))
-    details = {"sensitivity": sens, "noise_std": sigma, "canary_items": s,
-               "noise_multiplier": sigma / sens,
-               "canary_norm_over_sensitivity": realised / sens,
-               "sensitivity_ratio": realised / sens / f}
+    s_out, s_in = _out_and_in(scores_for, C1, C2, seed)
+    details = _gaussian_details(sens, sigma, realised, f, canary_items=s)
     kinds = {"normalisation": "1/sqrt(|S_j|) normalisation disabled",
              "duplicates": "duplicate (user, item) ratings kept", "noise": f"noise x{f:g}"}
     return _result("spectral start (noisy top-K co-occurrence)", broken,
@@ -440,13 +455,8 @@ def audit_fold_in_choice(trials: int = 4000, *, epsilon: float = 2.0, delta: flo
         z = np.asarray(normals(jax.random.split(k, trials)), np.float64)
         return (S[None, :] + sigma * z) @ direction
 
-    root = jax.random.PRNGKey(seed)
-    s_out = scores_for(S1, jax.random.fold_in(root, 0))
-    s_in = scores_for(S2, jax.random.fold_in(root, 1))
-    details = {"sensitivity": sens, "noise_std": sigma, "canary_targets": n_t,
-               "noise_multiplier": sigma / sens,
-               "canary_norm_over_sensitivity": realised / sens,
-               "sensitivity_ratio": realised / sens / f}
+    s_out, s_in = _out_and_in(scores_for, S1, S2, seed)
+    details = _gaussian_details(sens, sigma, realised, f, canary_targets=n_t)
     kinds = {"unnormalised": "recall not normalised (hits)", "noise": f"noise x{f:g}"}
     return _result("fold-in choice (summed recalls of K candidates)", broken,
                    kinds.get(kind, ""), claimed, delta, trials, s_in, s_out, confidence,

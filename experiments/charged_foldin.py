@@ -48,7 +48,6 @@ published. Output: ``experiments/charged_foldin_<only>.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import time
 
@@ -60,7 +59,8 @@ from dpmt.train.evaluate import evaluate
 from dpmt.train.loop import fit
 from dpmt.train.plan import planned_releases
 from dpmt.train.rundir import prepare_data
-from experiments.foldin_rule import CANDIDATES, EX, K, training_users, user_recall
+from experiments.foldin_rule import (CANDIDATES, EX, K, emit, heldout_base, training_users,
+                                     user_recall)
 from experiments.solver_rule import FAMILY
 
 RATIOS = (1.0, 0.5, 0.25)
@@ -115,13 +115,8 @@ def main(argv=None) -> int:
     for name, spec in family.items():
         if name[0] not in args.only:
             continue
-        ml = spec == "ml-100k"
         for seed in args.seeds:
-            # fold_in="training": the defaults before the choice; this script makes it
-            base = TrainConfig(fold_in="training",
-                               data=dict(dataset=spec, split="heldout-users",
-                                         heldout_users=100 if ml else 2000, seed=seed),
-                               privacy=dict(delta=1e-5 if ml else 1e-6, noise_seed=seed))
+            base = heldout_base(spec, seed)     # training's fold-in: this script chooses
             split = prepare_data(base, EX)
             tr = training_users(split.train, split.train.n_users,
                                 np.random.default_rng(1000 + seed))
@@ -159,10 +154,7 @@ def main(argv=None) -> int:
                         r[f"guard {g:g}"] = replay(S, test, z, g, args.draws, rng)
                     row["ratios"][f"{ratio:g}"] = r
                 row["seconds"] = time.time() - t0
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-                with open(out_path, "w") as f:
-                    json.dump(rows, f, indent=1)
+                emit(rows, row, out_path)
     return 0
 
 

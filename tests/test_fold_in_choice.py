@@ -20,6 +20,8 @@ from dpmt.solvers import noise as normal_sampler
 from dpmt.train import fold_in_choice as fc
 from dpmt.train.plan import make_plan, sampler_draws
 
+from _interrupt import fit_interrupted_after_first_iteration
+
 EX = dpmt.ExecutionConfig(progress=False)
 K = fc.N_CANDIDATES
 
@@ -242,18 +244,7 @@ def test_resume_releases_it_once(tmp_path):
     cfg = TrainConfig(fold_in="private", dim=4, iterations=3,
                       privacy=dict(epsilon=3.0, noise_seed=5))
     ref = dpmt.fit(_data(), cfg, execution=EX)
-    calls = {"n": 0}
-    real_update = dpmt.train.loop.Progress.update
-
-    def stop_at_second(self, eps):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise KeyboardInterrupt
-        real_update(self, eps)
-
-    with mock.patch.object(dpmt.train.loop.Progress, "update", stop_at_second):
-        with pytest.raises(KeyboardInterrupt):
-            dpmt.fit(_data(), cfg, execution=EX, run_dir=tmp_path)
+    fit_interrupted_after_first_iteration(_data(), cfg, tmp_path, EX)
     resumed = dpmt.fit(_data(), cfg, execution=EX, run_dir=tmp_path, resume=True)
     assert [r.name for r in resumed.ledger.releases] == [r.name for r in ref.ledger.releases]
     assert [r.name for r in resumed.ledger.releases].count("fold_in_choice") == 1

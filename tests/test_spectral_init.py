@@ -16,6 +16,8 @@ from dpmt.errors import ConfigError
 from dpmt.solvers import spectral_init as si
 from dpmt.train.plan import make_plan, releases_counts, sampler_draws
 
+from _interrupt import fit_interrupted_after_first_iteration
+
 EX = dpmt.ExecutionConfig(progress=False)
 
 
@@ -175,18 +177,7 @@ def test_resume_does_not_release_it_again(tmp_path):
                       # the reference run and the resumed one share noise
                       privacy=dict(epsilon=3.0, noise_seed=5))
     ref = dpmt.fit(_data(), cfg, execution=EX)
-    calls = {"n": 0}
-    real_update = dpmt.train.loop.Progress.update
-
-    def stop_at_second(self, eps):
-        calls["n"] += 1
-        if calls["n"] == 2:                       # after iteration 0's checkpoint
-            raise KeyboardInterrupt
-        real_update(self, eps)
-
-    with mock.patch.object(dpmt.train.loop.Progress, "update", stop_at_second):
-        with pytest.raises(KeyboardInterrupt):
-            dpmt.fit(_data(), cfg, execution=EX, run_dir=tmp_path)
+    fit_interrupted_after_first_iteration(_data(), cfg, tmp_path, EX)
     released = []
     with mock.patch.object(si, "release", lambda *a: released.append(1)):
         resumed = dpmt.fit(_data(), cfg, execution=EX, run_dir=tmp_path, resume=True)
