@@ -61,7 +61,7 @@ from dpmt.train.checkpoint import LoopState
 from dpmt.train.defaults import explain
 from dpmt.train.evaluate import combine_over_processes, evaluate, evaluate_ratings
 from dpmt.train.methods import method_of
-from dpmt.train.training_run import TrainingRun, charge, setup
+from dpmt.train.training_run import TrainingRun, _user_count, charge, setup
 
 
 def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
@@ -221,7 +221,8 @@ def choose_fold_in(run: TrainingRun, model_cfg: TrainConfig, counts) -> TrainCon
     V = np.asarray(run.state.V)
     cands = fold_in_choice.candidates(model_cfg.reg, model_cfg.gravity)
     prior = make_scorer(V, model_cfg, counts).prior()
-    n_users = run.noisy_n if run.noisy_n is not None else _users_in(run)
+    n_users = (run.noisy_n if run.noisy_n is not None
+               else _user_count(run.train, run.steps.aggregate))
     share = fold_in_choice.MAX_USERS / max(float(n_users), 1.0)
     key = int(run.noise.numpy_rng("fold_in_choice/split").integers(0, 2**63))
     sums = fold_in_choice.recall_sums(V, prior, model_cfg.user_clip, cands, run.train, key,
@@ -240,13 +241,6 @@ def choose_fold_in(run: TrainingRun, model_cfg: TrainConfig, counts) -> TrainCon
                     f"chosen among {len(cands)} candidates by their Recall@20 on the "
                     "training users (non-private)"))
     return model_cfg.replace(fold_in_reg=lam, fold_in_gravity=a0)
-
-
-def _users_in(run: TrainingRun) -> float:
-    """n, the users of every process (a non-private run: exact)."""
-    n = np.array([run.train.n_users], np.int64)
-    agg = run.steps.aggregate
-    return float((n if agg is None else np.asarray(agg(n)))[0])
 
 
 #: TrainConfig's default dataset: a config that names it may not have been trained on it
