@@ -114,6 +114,32 @@ def test_the_fold_in_is_the_models_and_the_recall_its_ranking_with_the_history_e
         assert got[0] == pytest.approx(want, abs=1.01), (lam, a0)
 
 
+@pytest.mark.parametrize("m", [fc.BLOCKS_FROM_ITEMS - 1, fc.BLOCKS_FROM_ITEMS, 5003])
+def test_the_cut_off_is_the_partitions_on_wide_catalogues_with_ties_and_history(m):
+    """The block-maxima cut-off equals numpy's partition bit for bit (a lower bound that were
+    too high would drop hits; one too low only costs time): rows with a popularity slope,
+    ties at rank 20, rows that are mostly history (−inf); and with a NaN score."""
+    rng = np.random.default_rng(m)
+    n, k = 64, fc.RECALL_AT
+    s = (rng.normal(size=(n, 8)) @ rng.normal(size=(8, m))).astype(np.float32)
+    s += np.linspace(3, 0, m, dtype=np.float32)                 # popular items first
+    s[rng.random((n, m)) < 0.1] = -np.inf                        # excluded history
+    s[0] = np.round(s[0])                                        # many ties
+    s[1, : m - 25] = -np.inf                                     # 25 items left to rank
+    s[2, ::3] = -np.inf                                          # whole blocks excluded
+    want = np.partition(s, m - k, axis=1)[:, m - k]
+    np.testing.assert_array_equal(fc._kth_largest(s, k), want)
+    nan = s.copy()
+    nan[3, 7] = np.nan                     # no bound from a NaN maximum: the partition's
+    np.testing.assert_array_equal(fc._kth_largest(nan, k),
+                                  np.partition(nan, m - k, axis=1)[:, m - k])
+    t_row = np.repeat(np.arange(n), 5)
+    t_item = rng.integers(0, m, size=5 * n)
+    hit = s[t_row, t_item] >= want[t_row]
+    np.testing.assert_array_equal(fc._hits(s, t_row, t_item),
+                                  np.bincount(t_row[hit], minlength=n))
+
+
 def test_scored_users_are_a_keyed_function_of_their_own_ratings():
     data = _data()
     keep = fc.scored_users(data, key=5, share=0.3)

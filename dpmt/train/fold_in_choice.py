@@ -157,13 +157,40 @@ def user_recall(hits: np.ndarray, n_targets: np.ndarray) -> np.ndarray:
     return np.minimum(hits, RECALL_AT) / np.minimum(RECALL_AT, n_targets)
 
 
+#: from this many items on, :func:`_kth_largest` finds the cut-off through block maxima
+#: instead of a partition of every score (measured on 1024 × m float32 scores, 2 cores: the
+#: partition is faster at m = 1682, the blocks 2.5x faster at m = 5000)
+BLOCKS_FROM_ITEMS = 2500
+
+
+def _kth_largest(scores: np.ndarray, k: int) -> np.ndarray:
+    """(n,) the k-th largest entry of every row of ``scores`` (n, m), exactly (ties counted
+    with multiplicity, as :func:`numpy.partition` gives it).
+
+    Below :data:`BLOCKS_FROM_ITEMS` items: the partition. From there on, without touching
+    most entries twice: the first k·⌊m/k⌋ columns split into k blocks, each block's maximum
+    is an entry, so the k maxima are k entries ≥ L = their minimum, and the k-th largest is
+    ≥ L; it is then the k-th largest of the few entries ≥ L, which are sorted per row."""
+    n, m = scores.shape
+    if m < BLOCKS_FROM_ITEMS:
+        return np.partition(scores, m - k, axis=1)[:, m - k]
+    width = m // k
+    low = scores[:, :width * k].reshape(n, k, width).max(2).min(1)
+    row, col = np.nonzero(scores >= low[:, None])         # row-major: rows ascending
+    if np.any(np.bincount(row, minlength=n) < k):          # NaN scores: no bound holds
+        return np.partition(scores, m - k, axis=1)[:, m - k]
+    val = scores[row, col]
+    order = np.lexsort((-val, row))                        # per row, largest first
+    first = np.searchsorted(row, np.arange(n))            # each row has ≥ k entries ≥ L
+    return val[order][first + k - 1]
+
+
 def _hits(scores: np.ndarray, t_row: np.ndarray, t_item: np.ndarray) -> np.ndarray:
     """Per row, how many of its targets (``t_row``, ``t_item``) score at least the row's
     :data:`RECALL_AT`-th largest score, i.e. lie in its top :data:`RECALL_AT` (ties counted
-    in; :func:`user_recall` caps at :data:`RECALL_AT`). float32 partition: no index array."""
+    in; :func:`user_recall` caps at :data:`RECALL_AT`). float32, no index array."""
     n, m = scores.shape
-    k = min(RECALL_AT, m)
-    kth = np.partition(scores, m - k, axis=1)[:, m - k]
+    kth = _kth_largest(scores, min(RECALL_AT, m))
     hit = scores[t_row, t_item] >= kth[t_row]
     return np.bincount(t_row[hit], minlength=n)
 
