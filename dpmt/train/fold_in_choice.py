@@ -158,8 +158,9 @@ def user_recall(hits: np.ndarray, n_targets: np.ndarray) -> np.ndarray:
 
 
 #: from this many items on, :func:`_kth_largest` finds the cut-off through block maxima
-#: instead of a partition of every score (measured on 1024 × m float32 scores, 2 cores: the
-#: partition is faster at m = 1682, the blocks 2.5x faster at m = 5000)
+#: instead of a partition of every score (1024 × m float32 scores, one thread: the partition
+#: is faster at m = 1682, the blocks 2.3x at m = 5000 and 5x at 20,000; the whole choice:
+#: level at 5,000 items, 1.33x faster at 20,000; BENCHMARKS.md)
 BLOCKS_FROM_ITEMS = 2500
 
 
