@@ -173,17 +173,16 @@ def _kth_largest(scores: np.ndarray, k: int) -> np.ndarray:
     is an entry, so the k maxima are k entries ≥ L = their minimum, and the k-th largest is
     ≥ L; it is then the k-th largest of the few entries ≥ L, which are sorted per row."""
     n, m = scores.shape
-    if m < BLOCKS_FROM_ITEMS:
-        return np.partition(scores, m - k, axis=1)[:, m - k]
-    width = m // k
-    low = scores[:, :width * k].reshape(n, k, width).max(2).min(1)
-    row, col = np.nonzero(scores >= low[:, None])         # row-major: rows ascending
-    if np.any(np.bincount(row, minlength=n) < k):          # NaN scores: no bound holds
-        return np.partition(scores, m - k, axis=1)[:, m - k]
-    val = scores[row, col]
-    order = np.lexsort((-val, row))                        # per row, largest first
-    first = np.searchsorted(row, np.arange(n))            # each row has ≥ k entries ≥ L
-    return val[order][first + k - 1]
+    if m >= BLOCKS_FROM_ITEMS:
+        width = m // k
+        low = scores[:, :width * k].reshape(n, k, width).max(2).min(1)
+        row, col = np.nonzero(scores >= low[:, None])     # row-major: rows ascending
+        if np.all(np.bincount(row, minlength=n) >= k):     # else NaN scores: no bound holds
+            val = scores[row, col]
+            order = np.lexsort((-val, row))                # per row, largest first
+            first = np.searchsorted(row, np.arange(n))
+            return val[order][first + k - 1]
+    return np.partition(scores, m - k, axis=1)[:, m - k]
 
 
 def _hits(scores: np.ndarray, t_row: np.ndarray, t_item: np.ndarray) -> np.ndarray:
