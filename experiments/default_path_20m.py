@@ -34,6 +34,9 @@ json``; 5.52 s a few minutes before, ``..._auto_s8.json``); peak RSS 8.5 GB.
 since that day) steady 5.81 s (``experiments/default_path_20m_auto_s6.json``), then 8 steps
 (``FAST_STEPS`` patched to 8 in the same command, ``python -c``) 7.00 s
 (``..._auto_s8_20261207.json``); peak RSS 8.7 GB.
+
+2026-12-07 13:15, AMD EPYC 2 cores, ``--devices auto``, 6 steps: steady 6.20 s
+(``experiments/default_path_20m_auto_s6_epyc.json``), peak RSS 8.7 GB.
 """
 
 from __future__ import annotations
