@@ -94,8 +94,14 @@ def main(argv=None) -> int:
         rows = [r for path in args.table for r in json.load(open(path))]
         print(table(rows))
         return 0
+    generators = LARGE if args.large else FAMILY
+    unknown = set(args.only or ()) - {name[0] for name in generators}
+    if unknown:
+        ap.error(f"--only {' '.join(sorted(unknown))}: no such generator "
+                 f"{'in LARGE (drop --large for FAMILY)' if args.large else 'in FAMILY (--large for LARGE)'}"
+                 f"; the keys are {' '.join(name[0] for name in generators)}")
     rows = []
-    for name, spec in (LARGE if args.large else FAMILY).items():
+    for name, spec in generators.items():
         if args.only and name[0] not in args.only:
             continue
         for seed in args.seeds:
