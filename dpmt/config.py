@@ -120,8 +120,8 @@ class TrainConfig:
     iterations: int | None = _f(None, "alternating-minimisation sweeps (each one is "
                                 "charged)", "model", none=_TASK)
     reg: float | None = _f(None, "ridge λ of the user and item systems", "model",
-                           none="a rule from n̂ and ε (dpmt.train.defaults): 10 for noisy GD "
-                           "below n̂·ε = 1200, else 3")
+                           none="a rule from n̂ and ε (dpmt.train.defaults): for noisy GD 10 "
+                           "below n̂·ε = 1200, 1 up to 3·10⁴; else 3")
     gravity: float | None = _f(None, "α0, weight of the unobserved pairs", "model", none=_TASK)
     user_clip: float | None = _f(None, "C: user embeddings clipped to ‖u‖ ≤ C (bounds every "
                                  "item-step release's sensitivity)", "model", none=_TASK)

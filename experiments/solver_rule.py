@@ -52,7 +52,8 @@ CANDIDATES = {
     "defaults": {},
     "ssp-d32-l10-it2": dict(solver="ssp", dim=32, reg=10.0, iterations=2),
     "ssp-d32-l20-it3": dict(solver="ssp", dim=32, reg=20.0, iterations=3),
-    # the defaults with a larger ridge (the λ rule gives noisy GD λ = 3 above n̂·ε = 1200)
+    # the defaults with a larger ridge (the λ rule gives noisy GD λ = 3 from n̂·ε = 3·10⁴)
+    "gd-l1": dict(reg=1.0),
     "gd-l10": dict(reg=10.0),
     "gd-l20": dict(reg=20.0),
     # cheaper noisy GD (issue 29: the default path's cost is its 20 steps per sweep)

@@ -136,16 +136,22 @@ def test_negative_prior_is_refused():
         TrainConfig(popularity_prior=-1.0)
 
 
-def test_the_ridge_rule_raises_lambda_only_for_noisy_gd_under_heavy_noise():
+def test_the_ridge_rule_moves_lambda_only_for_noisy_gd():
     from dpmt.config import BASE_REG
 
     assert reg_for(740, 1.0, True, "gd") == 10.0 and reg_for(1199, 1.0, True, "gd") == 10.0
-    assert reg_for(1200, 1.0, True, "gd") == BASE_REG
-    assert reg_for(943, 2.0, True, "gd") == BASE_REG and reg_for(40_000, 1.0, True, "gd") == 3.0
+    # the light ridge between heavy noise and little noise (ML-100K at ε = 2 … 20)
+    assert reg_for(1200, 1.0, True, "gd") == 1.0 and reg_for(943, 20.0, True, "gd") == 1.0
+    assert reg_for(29_999, 1.0, True, "gd") == 1.0
+    assert reg_for(30_000, 1.0, True, "gd") == BASE_REG == 3.0
+    assert reg_for(40_000, 1.0, True, "gd") == BASE_REG
+    assert reg_for(3000, 5.0, True, "ssp") == BASE_REG         # SSP: not measured, unchanged
     assert reg_for(740, 1.0, True, "ssp") == BASE_REG          # SSP: not measured, unchanged
     assert reg_for(740, 1.0, False, "gd") == BASE_REG          # non-private
     assert reg_for(None, 1.0, True, "gd") == BASE_REG          # no released n̂: no input
     cfg, why = resolve(TrainConfig(privacy=dict(epsilon=1.0)), 943.0)
     assert cfg.reg == 10.0 and any(k == "reg" and "< 1200" in r for k, _, r in why)
+    cfg, why = resolve(TrainConfig(privacy=dict(epsilon=5.0)), 943.0)
+    assert cfg.reg == 1.0 and any(k == "reg" and "[1200, 30000)" in r for k, _, r in why)
     cfg, _ = resolve(TrainConfig(reg=0.5, privacy=dict(epsilon=1.0)), 943.0)  # a user's λ is kept
     assert cfg.reg == 0.5

@@ -5,7 +5,8 @@ Per iteration ``gd.steps`` Gaussian releases of the clipped gradient sum (sensit
 :func:`dpmt.solvers.noisy_gd.noisy_gd_sensitivity`; optionally Poisson-subsampled users at
 rate q), one normal per parameter per step (:func:`~dpmt.solvers.noisy_gd.gd_noise_draws`),
 normalised by the released n̂ (the true n is private under add/remove-one, so the counts
-are always released). Rules (:mod:`dpmt.train.defaults`): λ = 10 below n̂·ε = 1200, else 3;
+are always released). Rules (:mod:`dpmt.train.defaults`): λ = 10 below n̂·ε = 1200, 1 up to
+3·10⁴, else 3;
 η = ¼ (0 with uniform weights); ``gd.steps`` (left to the rule): 20, or 6 at 20/6 times the
 learning rate where n̂·ε ≥ 10⁵.
 
@@ -61,6 +62,10 @@ from dpmt.train.methods import ItemMethod
 NOISY_REG = 10.0
 #: n̂·ε below which noisy GD gets :data:`NOISY_REG`
 REG_SCALE = 1200.0
+#: λ of noisy GD from :data:`REG_SCALE` up to :data:`LIGHT_REG_SCALE`
+LIGHT_REG = 1.0
+#: n̂·ε from which noisy GD gets BASE_REG (λ = 3) again
+LIGHT_REG_SCALE = 30_000.0
 #: η of noisy GD (its models beat private popularity on their own)
 GD_PRIOR = 0.25
 #: n̂·ε from which ``gd.steps=None`` takes :data:`FAST_STEPS` steps (the weights rule's scale)
@@ -121,9 +126,13 @@ class NoisyGDMethod(ItemMethod):
     def default_reg(self, noisy_users, epsilon) -> tuple[float, str]:
         if noisy_users is None:
             return BASE_REG, "no released n̂"
-        lam = NOISY_REG if max(float(noisy_users), 1.0) * epsilon < REG_SCALE else BASE_REG
-        return lam, (f"noisy GD, n̂·ε = {float(noisy_users):.0f}·{epsilon:g} "
-                     f"{'<' if lam == NOISY_REG else '≥'} {REG_SCALE:g}")
+        n_eps = max(float(noisy_users), 1.0) * epsilon
+        at = f"noisy GD, n̂·ε = {float(noisy_users):.0f}·{epsilon:g}"
+        if n_eps < REG_SCALE:
+            return NOISY_REG, f"{at} < {REG_SCALE:g}"
+        if n_eps < LIGHT_REG_SCALE:
+            return LIGHT_REG, f"{at} in [{REG_SCALE:g}, {LIGHT_REG_SCALE:g})"
+        return BASE_REG, f"{at} ≥ {LIGHT_REG_SCALE:g}"
 
     def default_prior(self, noisy_users, epsilon, weights) -> tuple[float, str]:
         if not WEIGHTINGS[weights].reads_counts:
