@@ -281,3 +281,31 @@ def test_a_non_private_fit_is_reproducible_from_its_config_and_data():
     priv = cfg.replace(privacy=dict(epsilon=5.0))
     p, q = (np.asarray(fit(r, priv, execution=QUIET).item_embeddings) for _ in range(2))
     assert not np.allclose(p, q)
+
+
+def test_the_grids_non_private_als_row_trains_without_privacy(monkeypatch):
+    """`dpmt compare` and `dpmt demo` label a row "ALS (non-private)": its fit must be
+    non-private. Adding the benchmark's noise seed as privacy=dict(...) to NonPrivate() made
+    it a private ε = 5 fit (it scored popularity's level in the demo while labelled ∞)."""
+    from dpmt.apps import compare
+    from dpmt.config import TrainConfig
+    from dpmt.train import loop
+
+    seen = []
+    real_fit = loop.fit
+
+    def spy(train, cfg, **kw):
+        seen.append(cfg)
+        return real_fit(train, cfg, **kw)
+
+    monkeypatch.setattr(loop, "fit", spy)
+    base = TrainConfig(dim=4, iterations=1,
+                       data=dict(dataset="synthetic:users=300,items=60,interactions=4000"))
+    points = [p for p in compare.build_grid(base, ["uniform"], [5.0], ["gd"])
+              if p.label == "ALS (non-private)" or p.label.startswith("DP")]
+    rows = compare.run_grid(base, points, [0], progress=False)
+    by_label = {r["method"]: r for r in rows}
+    assert [c.private for c in seen] == [False, True]
+    assert by_label["ALS (non-private)"]["epsilon"] == float("inf")
+    assert seen[1].privacy.noise_seed == 0          # the private row keeps its seeded noise
+    assert by_label["DP uniform gd ε=5"]["epsilon"] <= 5.0 + 1e-6

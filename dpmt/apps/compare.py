@@ -155,13 +155,15 @@ def run_grid(base: TrainConfig, points: list[GridPoint], seeds, eval_set: str = 
                 eps, compile_s = math.inf, 0.0
             else:
                 release_compiled_code()  # many fits in one process (dpmt.runtime)
-                # a benchmark: reproducible noise on purpose (its models are never
-                # published; a published model's noise comes from OS entropy)
-                res = fit(split.train, p.config.replace(data=dict(seed=int(seed)),
-                                                        privacy=dict(noise_seed=int(seed))),
-                          test=es, execution=quiet)
+                cfg = p.config.replace(data=dict(seed=int(seed)))
+                if cfg.private:
+                    # a benchmark: reproducible noise on purpose (its models are never
+                    # published; a published model's noise comes from OS entropy). Only a
+                    # private config: privacy=dict(...) on NonPrivate() makes it private
+                    cfg = cfg.replace(privacy=dict(noise_seed=int(seed)))
+                res = fit(split.train, cfg, test=es, execution=quiet)
                 m, compile_s = res.metrics, res.compile_seconds
-                eps = res.epsilon if p.config.private else math.inf
+                eps = res.epsilon if res.config.private else math.inf
             rows.append(_row(p.label, seed, eps, p.config, m, time.time() - t0, compile_s,
                              data))
             this = rows[-1]      # the released baselines below come after it
