@@ -28,8 +28,8 @@ tuned adaptive 0.301, paired gap −0.016 ± 0.013 over the 3 seeds). Both weigh
 the same counts, so the choice changes no ε.
 
 Rule for the ridge λ (``reg=None``): **noisy GD below n̂·ε = 1200: λ = 10; from 1200 up to
-3·10⁴: λ = 1; otherwise λ = 3** (SSP, non-private, and noisy GD from 3·10⁴). Where the gradient noise dominates, a
-stronger ridge keeps the item embeddings from following it; with less noise the same λ = 10
+3·10⁴: λ = 1; otherwise λ = 3** (SSP, non-private, and noisy GD from 3·10⁴). Where the
+gradient noise dominates, a stronger ridge keeps the item embeddings from following it; with less noise the same λ = 10
 pulls them to zero and the model falls to popularity. Validation Recall@20, noisy GD with
 Adam, uniform weights, 4 sweeps, η = 0, 3 seeds (``experiments/defaults_sweep.py
 ml100k-reg``, ``ml100k-peruser-reg``, ``ml100k-reg-edge``, ``synth50k-reg-eps1``):
@@ -47,10 +47,11 @@ in both the item and the user solve, so the rule changes no ε.
 The light ridge in between (since 2026-12-07, issue 28: ML-100K held-out users at ε = 20 were
 0.016 below the tuned best): λ = 1 against 3, the defaults otherwise (the private fold-in
 choice included), test Recall@20 (``python -m experiments.light_reg``, 3 seeds on ML-100K;
-``experiments/solver_rule.py --candidates defaults gd-l1``, 1 seed; ± se over seeds):
+``experiments/solver_rule.py --candidates defaults gd-l1``, 1 seed; ± se over seeds;
+``dpmt quality`` after it: ML-100K held-out at ε = 20 0.3344 against the tuned best 0.3243):
 
-    n̂·ε ≈ 1500–1900   ML-100K held-out / per-user, ε = 2    −0.0006 ± 0.0016 / +0.0010 ± 0.0021
-    n̂·ε ≈ 3700–4700   ML-100K, ε = 5                        +0.0102 ± 0.0036 / −0.0052 ± 0.0091
+    n̂·ε ≈ 1500–1900   ML-100K held-out / per-user, ε = 2    −0.0006 ± 0.0016 / +0.0009 ± 0.0022
+    n̂·ε ≈ 3700–4700   ML-100K, ε = 5                        +0.0102 ± 0.0036 / −0.0053 ± 0.0091
     n̂·ε ≈ 1.5–1.9·10⁴ ML-100K, ε = 20                       +0.0286 ± 0.0053 / +0.0110 ± 0.0022
     n̂·ε ≈ 1.5·10⁴     two 3k-user generators, ε = 5, 2 seeds −0.0019 (topics) / +0.0020 (logistic)
     n̂·ε ≈ 2·10⁴       6 generators of 20k users, ε = 1       −0.0010 to +0.0012, mean +0.0001
