@@ -99,7 +99,10 @@ def test_private_counts_refuse_a_cap_mask_that_breaks_the_sensitivity(ratings):
 
 # -- fit on sharded data: simulated processes ------------------------------------------------------
 class ThreadProcesses:
-    """P threads standing for P processes: ``sum`` is process_sum with a barrier."""
+    """P threads standing for P processes: ``sum`` is process_sum with a barrier. One thread
+    runs at a time (a baton, released only while a thread waits in ``sum``): XLA compiling
+    in two threads at once crashed the interpreter once (a segfault in
+    backend_compile_and_load), and real processes never share a compiler anyway."""
 
     def __init__(self, processes: int):
         self.P = processes
@@ -107,13 +110,18 @@ class ThreadProcesses:
         self.slots = [None] * processes
         self.local = threading.local()
         self.calls = 0
+        self.baton = threading.Lock()
 
     def sum(self, x):
         rank = self.local.rank
         self.slots[rank] = np.asarray(x)
-        self.barrier.wait()
-        parts = list(self.slots)
-        self.barrier.wait()
+        self.baton.release()
+        try:
+            self.barrier.wait()
+            parts = list(self.slots)
+            self.barrier.wait()
+        finally:
+            self.baton.acquire()
         if rank == 0:
             self.calls += 1
         if np.issubdtype(parts[0].dtype, np.integer):
@@ -128,11 +136,12 @@ class ThreadProcesses:
 
         def target(rank):
             self.local.rank = rank
-            try:
-                results[rank] = fn(*args_per_rank[rank])
-            except BaseException as e:          # noqa: BLE001 (re-raised below)
-                errors.append(e)
-                self.barrier.abort()
+            with self.baton:
+                try:
+                    results[rank] = fn(*args_per_rank[rank])
+                except BaseException as e:          # noqa: BLE001 (re-raised below)
+                    errors.append(e)
+                    self.barrier.abort()
 
         threads = [threading.Thread(target=target, args=(r,)) for r in range(self.P)]
         for t in threads:
