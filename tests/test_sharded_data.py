@@ -100,9 +100,10 @@ def test_private_counts_refuse_a_cap_mask_that_breaks_the_sensitivity(ratings):
 # -- fit on sharded data: simulated processes ------------------------------------------------------
 class ThreadProcesses:
     """P threads standing for P processes: ``sum`` is process_sum with a barrier. One thread
-    runs at a time (a baton, released only while a thread waits in ``sum``): XLA compiling
-    in two threads at once crashed the interpreter once (a segfault in
-    backend_compile_and_load), and real processes never share a compiler anyway."""
+    runs at a time (a baton, released only while a thread waits in ``sum``), as separate
+    processes never share a compiler. (The baton did not stop the segfault in XLA's compile
+    that quarantined the fold-in choice's test below: that crash came with one thread
+    running.)"""
 
     def __init__(self, processes: int):
         self.P = processes
