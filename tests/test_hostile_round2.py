@@ -183,7 +183,9 @@ def test_d16_a_rating_model_states_no_popularity_prior_rule():
 
 def test_d16_resuming_a_finished_run_says_nothing_was_trained(tmp_path, capsys):
     out = tmp_path / "R"
-    args = ["--dataset", "synthetic:users=150,items=50,interactions=2500,seed=4", "--dim", "2",
+    # uniform popularity and activity (alpha = 0, sigma = 0): few buckets, a faster compile
+    args = ["--dataset", "synthetic:users=150,items=50,interactions=2500,seed=4,alpha=0,sigma=0",
+            "--dim", "2",
             "--iterations", "1", "--solver", "ssp", "--quiet"]
     assert cli(["train", *args, "--out", out]) == 0
     capsys.readouterr()
@@ -362,7 +364,9 @@ def test_d15_a_run_keeps_the_dataset_it_was_given(data):
 
 # -- D20, D21: one-candidate tune, files without ratings, CR-only, several .inter -------------
 def test_d20_a_one_candidate_tune_says_what_it_spent(tmp_path, capsys):
-    rc = cli(["tune", "--dataset", "synthetic:users=300,items=60,interactions=6000", "--dim",
+    # uniform popularity and activity (alpha = 0, sigma = 0): few buckets, a faster compile
+    rc = cli(["tune", "--dataset", "synthetic:users=300,items=60,interactions=6000,alpha=0,sigma=0",
+              "--dim",
               "4", "--iterations", "1", "--split", "heldout-users", "--heldout-users", "30",
               "--solver", "ssp", "--grid", "reg=3", "--quiet", "--out", tmp_path / "t"])
     assert rc == 0
