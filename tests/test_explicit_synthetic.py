@@ -119,10 +119,12 @@ def test_gap_ratio_is_the_reference_notebooks():
     assert math.isnan(q.gap_ratio(1.0, 1.1, 1.0))        # no scale: non-private ≥ the mean
 
 
+RATING_SPEC = "explicit-synthetic:users=800,items=120,ratings=40000,seed=0"
+
+
 @pytest.fixture(scope="module")
 def rating_rows():
-    rd = q.RatingDataset("tiny explicit", "explicit-synthetic:users=800,items=120,"
-                         "ratings=40000,seed=0", epsilons=(5.0,))
+    rd = q.RatingDataset("tiny explicit", RATING_SPEC, epsilons=(5.0,))
     return q.run_ratings(rd, ExecutionConfig(progress=False))
 
 
@@ -139,13 +141,11 @@ def test_rating_section_ratio_from_its_own_figures(rating_rows):
     assert rows[(q.ORACLE, math.inf)]["rmse"] < nonpriv < gm
 
 
-def test_rating_section_global_mean_is_the_training_mean():
+def test_rating_section_global_mean_is_the_training_mean(rating_rows):
     """The global-mean row, recomputed here from the split itself."""
     from dpmt.train.rundir import prepare_data
 
-    spec = "explicit-synthetic:users=300,items=60,ratings=8000,seed=2"
-    rows = q.run_ratings(q.RatingDataset("t", spec, epsilons=()),
-                         ExecutionConfig(progress=False))
+    spec, rows = RATING_SPEC, rating_rows       # the section's rows of that spec (seed 0)
     split = prepare_data(TrainConfig(task="rating", data=dict(dataset=spec, split="random")),
                          ExecutionConfig(progress=False))
     mu = split.train.value.astype(np.float64).mean()

@@ -151,8 +151,11 @@ def test_corrupted_or_foreign_files_are_refused_clearly(model, tmp_path):
 
 
 def test_a_run_directory_is_a_saved_model(tmp_path):
+    # the ratings of `split` (its per-user split, seed 0), so that the kernels the `model`
+    # fixture compiled are reused
     cfg = TrainConfig(dim=4, budget=10.0,
-                      data=dict(dataset="synthetic:users=200,items=80,interactions=3000,seed=2"),
+                      data=dict(dataset="synthetic:users=300,items=120,interactions=6000,"
+                                        "alpha=1.0,seed=1,rank=4,noise=0.0,concentration=0.05"),
                       privacy=dict(epsilon=3.0))
     m = dpmt.run(cfg, tmp_path / "run", execution=QUIET)
     loaded = Model.load(tmp_path / "run")

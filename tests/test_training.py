@@ -20,15 +20,19 @@ from dpmt import weighting
 QUIET = ExecutionConfig(progress=False)
 
 SMALL = dict(dim=4, iterations=2, budget=10.0, reg=1.0, gravity=0.1, solver="ssp")
+# strongly personalised planted preferences (rank 4, no popularity-only picks), so that
+# collaborative filtering has a clear edge over popularity at this tiny size
+PLANTED = dict(n_users=300, n_items=120, n_interactions=6000, alpha=1.0, seed=1, rank=4,
+               noise=0.0, concentration=0.05)
+# the same data as a dataset spec: run() and run_grid() (default per-user split, seed 0)
+# train on the very ratings of `split`, so their kernels are the shapes compiled already
+SPEC = ("synthetic:users=300,items=120,interactions=6000,alpha=1.0,seed=1,rank=4,noise=0.0,"
+        "concentration=0.05")
 
 
 @pytest.fixture(scope="module")
 def split():
-    # strongly personalised planted preferences (rank 4, no popularity-only picks), so that
-    # collaborative filtering has a clear edge over popularity at this tiny size
-    r = make_synthetic(n_users=300, n_items=120, n_interactions=6000, alpha=1.0, seed=1,
-                       rank=4, noise=0.0, concentration=0.05)
-    return per_user_split(r, seed=0)
+    return per_user_split(make_synthetic(**PLANTED), seed=0)
 
 
 def test_private_fit_spends_at_most_target_and_ledger_is_complete(split):
@@ -193,8 +197,7 @@ def test_sampled_gd_draws_poisson_batches_and_is_accounted_as_poisson():
 
 # -- run directory and config --------------------------------------------------------------
 def test_run_writes_complete_run_directory(tmp_path):
-    cfg = TrainConfig(weights="adaptive", **SMALL,
-                      data=dict(dataset="synthetic:users=200,items=80,interactions=3000,seed=2"),
+    cfg = TrainConfig(weights="adaptive", **SMALL, data=dict(dataset=SPEC),
                       privacy=dict(epsilon=3.0))
     res = run(cfg, out_dir=tmp_path / "r", execution=QUIET)
     out = tmp_path / "r"
@@ -267,12 +270,12 @@ def test_noise_free_gd_converges_to_ssp_solution(split):
                                atol=2e-3)
 
 
-def test_a_non_private_fit_is_reproducible_from_its_config_and_data():
+def test_a_non_private_fit_is_reproducible_from_its_config_and_data(split):
     """A non-private run noises nothing: its random start (and weights' choices) come from
     the data seed, so the same config and data give the same model (this failed while they
     came from fresh OS entropy); a private run without a noise seed still draws a fresh
     secret, so two such fits differ."""
-    r = make_synthetic(n_users=200, n_items=60, n_interactions=2500, seed=3)
+    r = split.train
     cfg = TrainConfig(dim=4, iterations=2, privacy=NonPrivate())
     a, b = (np.asarray(fit(r, cfg, execution=QUIET).item_embeddings) for _ in range(2))
     np.testing.assert_array_equal(a, b)
@@ -287,6 +290,8 @@ def test_the_grids_non_private_als_row_trains_without_privacy(monkeypatch):
     """`dpmt compare` and `dpmt demo` label a row "ALS (non-private)": its fit must be
     non-private. Adding the benchmark's noise seed as privacy=dict(...) to NonPrivate() made
     it a private ε = 5 fit (it scored popularity's level in the demo while labelled ∞)."""
+    import dataclasses
+
     from dpmt.apps import compare
     from dpmt.config import TrainConfig
     from dpmt.train import loop
@@ -299,10 +304,16 @@ def test_the_grids_non_private_als_row_trains_without_privacy(monkeypatch):
         return real_fit(train, cfg, **kw)
 
     monkeypatch.setattr(loop, "fit", spy)
-    base = TrainConfig(dim=4, iterations=1,
-                       data=dict(dataset="synthetic:users=300,items=60,interactions=4000"))
+    base = TrainConfig(dim=4, iterations=1, data=dict(dataset=SPEC))
     points = [p for p in compare.build_grid(base, ["uniform"], [5.0], ["gd"])
               if p.label == "ALS (non-private)" or p.label.startswith("DP")]
+    assert [p.label for p in points] == ["ALS (non-private)", "DP uniform gd ε=5"]
+    assert not points[0].config.private and points[0].config.solver == "ssp"
+    # the grid's ALS point at this test's size (d = 4, one sweep instead of its d = 16 and
+    # 6 sweeps): still a NonPrivate() config, which run_grid must not make private
+    points[0] = dataclasses.replace(points[0], config=points[0].config.replace(
+        dim=4, iterations=1))
+    assert not points[0].config.private
     rows = compare.run_grid(base, points, [0], progress=False)
     by_label = {r["method"]: r for r in rows}
     assert [c.private for c in seen] == [False, True]
