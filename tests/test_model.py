@@ -7,18 +7,20 @@ import pytest
 
 import dpmt
 from dpmt.config import ExecutionConfig, NonPrivate, TrainConfig
-from dpmt.data import make_synthetic, per_user_split
+from dpmt.data import load, per_user_split
 from dpmt.data.ratings import Ratings
 from dpmt.errors import ConfigError, DataError
 from dpmt.model import Model
 
 QUIET = ExecutionConfig(progress=False)
+#: the planted data of `split` (and of the run-directory test, which reuses its kernels)
+SPEC = ("synthetic:users=300,items=120,interactions=6000,alpha=1.0,seed=1,rank=4,noise=0.0,"
+        "concentration=0.05")
 
 
 @pytest.fixture(scope="module")
 def split():
-    r = make_synthetic(n_users=300, n_items=120, n_interactions=6000, alpha=1.0, seed=1,
-                       rank=4, noise=0.0, concentration=0.05)
+    r = load(SPEC)
     # raw item ids that are not the dense indices (×7 + 1000), so a mix-up cannot pass
     r = Ratings(user=r.user, item=r.item, value=r.value, user_ids=r.user_ids,
                 item_ids=np.asarray(r.item_ids, np.int64) * 7 + 1000, name="shifted",
@@ -154,8 +156,7 @@ def test_a_run_directory_is_a_saved_model(tmp_path):
     # the ratings of `split` (its per-user split, seed 0), so that the kernels the `model`
     # fixture compiled are reused
     cfg = TrainConfig(dim=4, budget=10.0,
-                      data=dict(dataset="synthetic:users=300,items=120,interactions=6000,"
-                                        "alpha=1.0,seed=1,rank=4,noise=0.0,concentration=0.05"),
+                      data=dict(dataset=SPEC),
                       privacy=dict(epsilon=3.0))
     m = dpmt.run(cfg, tmp_path / "run", execution=QUIET)
     loaded = Model.load(tmp_path / "run")

@@ -12,7 +12,7 @@ import pytest
 
 import dpmt
 from dpmt.config import ExecutionConfig, GDConfig, NonPrivate, TrainConfig, route
-from dpmt.data import make_synthetic, per_user_split
+from dpmt.data import load, per_user_split
 from dpmt.errors import ConfigError, DpmtError, PrivacyBudgetError
 from dpmt.train import compute_weights, fit, planned_releases, run
 from dpmt import weighting
@@ -21,18 +21,16 @@ QUIET = ExecutionConfig(progress=False)
 
 SMALL = dict(dim=4, iterations=2, budget=10.0, reg=1.0, gravity=0.1, solver="ssp")
 # strongly personalised planted preferences (rank 4, no popularity-only picks), so that
-# collaborative filtering has a clear edge over popularity at this tiny size
-PLANTED = dict(n_users=300, n_items=120, n_interactions=6000, alpha=1.0, seed=1, rank=4,
-               noise=0.0, concentration=0.05)
-# the same data as a dataset spec: run() and run_grid() (default per-user split, seed 0)
-# train on the very ratings of `split`, so their kernels are the shapes compiled already
+# collaborative filtering has a clear edge over popularity at this tiny size; run() and
+# run_grid() (default per-user split, seed 0) train on the very ratings of `split`, so their
+# kernels are the shapes compiled already
 SPEC = ("synthetic:users=300,items=120,interactions=6000,alpha=1.0,seed=1,rank=4,noise=0.0,"
         "concentration=0.05")
 
 
 @pytest.fixture(scope="module")
 def split():
-    return per_user_split(make_synthetic(**PLANTED), seed=0)
+    return per_user_split(load(SPEC), seed=0)
 
 
 def test_private_fit_spends_at_most_target_and_ledger_is_complete(split):
