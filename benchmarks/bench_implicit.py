@@ -189,8 +189,8 @@ def against_implicit(train, w, steps, V, *, repeats: int = 3, private_runs=None,
 
     def private_iteration(run):
         """The next iteration of ``run``, as fit runs it."""
-        if run.state.iteration >= run.cfg.iterations:
-            raise RuntimeError(f"private run planned for {run.cfg.iterations} iterations "
+        if run.state.iteration >= run.model_cfg.iterations:
+            raise RuntimeError(f"private run planned for {run.model_cfg.iterations} iterations "
                                "only: build it with private_runs(..., repeats=repeats)")
         return iterate(run, run.state.iteration).V
 

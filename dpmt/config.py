@@ -173,7 +173,10 @@ class TrainConfig:
     # -- solver ------------------------------------------------------------------------
     solver: str | None = _f(None, "private item step: ssp (sufficient-statistics perturbation, "
                             "Algorithm 1) or gd (noisy GD, Algorithm 2)", "solver",
-                            choices=SOLVERS, none=_TASK)
+                            choices=SOLVERS, none=_TASK + "; implicit feedback: gd, or ssp "
+                            "with λ = 20 and 3 sweeps where the released n̂·ε ≥ 4.5e5 and "
+                            "the released counts average ≥ 170 per item (dpmt.train."
+                            "defaults.solver_switch; the plan's privacy is kept)")
     gd: GDConfig = dataclasses.field(default_factory=GDConfig, metadata={"cli": False})
     ssp: SSPConfig = dataclasses.field(default_factory=SSPConfig, metadata={"cli": False})
     user_solve: str = _f("cg", "how the (unreleased) user systems are solved: cg "

@@ -92,7 +92,7 @@ def main(argv=None) -> int:
                 noise=NoiseSource.from_seed(0))
     t_setup = time.perf_counter() - t0
     secs = []
-    for t in range(run.cfg.iterations):
+    for t in range(run.model_cfg.iterations):
         t0 = time.perf_counter()
         iterate(run, t)
         jax.block_until_ready(run.state.V)

@@ -121,15 +121,23 @@ def check_weight_budget(cfg: TrainConfig, train, w: np.ndarray) -> None:
                            f"{beta:g}; refusing to release anything")
 
 
-def check_resumed_ledger(saved: dict, plan: PrivacyPlan | None, cfg: TrainConfig) -> None:
+def check_resumed_ledger(saved: dict, plan: PrivacyPlan | None, cfg: TrainConfig,
+                         head_only: bool = False) -> None:
+    """Refuse (DataError) a checkpoint whose ledger is not ``plan``'s after its iterations.
+    ``head_only``: only what is known before the rules resolve the iterations (the privacy
+    setting, the releases made once); the full check comes with the resolved plan."""
     ledger = saved["ledger"]
     if (plan is None) != (ledger is None):
         raise DataError("the checkpoint's privacy setting differs from this run's")
     if ledger is None:
         return
-    done = saved["iteration"]
-    expected = (len(plan.head())
-                + sum(len(it.all()) for it in plan.iterations[:done]))
+    done, head = saved["iteration"], len(plan.head())
+    if head_only:
+        if len(ledger) < head:
+            raise DataError(f"the checkpoint records {len(ledger)} releases; this run makes "
+                            f"{head} before its first iteration: it belongs to another run")
+        return
+    expected = head + sum(len(it.all()) for it in plan.iterations[:done])
     if len(ledger) != expected or done > cfg.iterations:
         raise DataError(f"the checkpoint records {len(ledger)} releases after {done} "
                         f"iterations; this run's plan has {expected}: it belongs to another "

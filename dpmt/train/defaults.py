@@ -88,6 +88,45 @@ ml100k-steps``, ``ml100k-peruser-steps``, 3 seeds, η = 0):
 :mod:`dpmt.data.synthetic_logistic`, 20k and 50k users, ε = 1, 5, 20). Below 10⁵ the small
 loss is consistent (10 of 14 cells negative), above it is noise, and the item step costs half.
 
+Rule for the solver (``solver=None``, implicit feedback; since 2026-12-07, issue 28): **noisy
+GD, or SSP with λ = 20 where n̂·ε ≥ 4.5·10⁵ and the released counts average ≥ 170 per item**
+(Σ_i max(n̂_i, 0) / m, each user counted on at most k items; :func:`solver_switch`). The plan
+is made for noisy GD before n̂ is released; the switched run's iterations are Gaussian
+releases of exactly the planned iterations' μ, within the δ the plan charged (it charges a
+switchable config for the larger of the two phases' normals), so the choice from released
+values costs nothing more (:func:`dpmt.train.plan.equivalent_iterations`; the argument is
+the steps rule's). What the user sets (the solver, λ, the sweeps) is kept. Validation / test
+Recall@20 of the old defaults (noisy GD) and SSP at λ = 20, seed 0, 2,000 + 2,000 held-out
+users, δ = 1e-6 (``python -m experiments.ssp_prior``; generators of
+``experiments/solver_rule.py``; JSONs ``experiments/ssp_rule_*.json``; "4 sweeps" is what
+the switched defaults train):
+
+    generator, ε          n̂·ε      count/item  noisy GD          SSP λ = 20          rule
+    H logistic 50k, 20    9.3·10⁵   200         0.2775 / 0.2818   0.3022 / 0.3028 *   SSP
+    E topics 50k, 20      9.8·10⁵   210         0.3938 / 0.3920   0.3923 / 0.3953 *   SSP
+    I topics 100k, 5      4.9·10⁵   279         0.3005 / 0.2951   0.3075 / 0.3106     SSP
+    J logistic 100k, 5    4.8·10⁵   275         0.2697 / 0.2803   0.2754 / 0.2837 †   SSP
+    K ML-20M-like, 5      6.9·10⁵   144         0.2708 / 0.2734   0.2607 / 0.2616     GD
+    A topics 20k, 20      3.9·10⁵   124         0.3119 / 0.3184   0.3077 / 0.3151 †   GD
+    G logistic 20k, 20    4.0·10⁵   139         0.2796 / 0.2824   0.2560 / 0.2593 †   GD
+    H logistic 50k, 5     2.3·10⁵   200         0.2829 / 0.2821   0.2754 / 0.2786 †   GD
+    E topics 50k, 5       2.5·10⁵   210         0.3792 / 0.3831   0.3880 / 0.3853 †   GD
+    fitted on none of the above (made after the rule):
+    P topics 80k × 4k, 10   7.8·10⁵ 424         0.2932 / 0.2932   0.2987 / 0.2979     SSP
+    N logistic 110k × 20k, 10 1.1·10⁶ 122       0.2132 / 0.2171   0.2234 / 0.2209     GD
+
+(* the switched defaults themselves; † 3 sweeps; otherwise SSP planned on its own at 4
+sweeps.) SSP wins where both quantities are large: its item statistics Σ_j w_ij u_j u_jᵀ
+grow with an item's raters while their noise does not, and noisy GD's test Recall@20 stops
+rising (H: 0.2821 at ε = 5, 0.2818 at ε = 20, where SSP reaches 0.303). Below
+4·10⁵ (A, G; H and E at ε = 5) or with few raters per item on a large catalogue (K, 26.7k
+items) noisy GD leads or ties. Of the two generators made to test the rule, P (as predicted)
+gains +0.005 on test; N (predicted GD) would have gained +0.004 on test and +0.010 on
+validation with SSP: the count threshold is the rule's weak side (K at 144 loses 0.012 with
+SSP, N at 122 gains). SSP at d = 64 led on K (0.2738 / 0.2765; its fit took 116 s against
+noisy GD's 78 s) and trailed d = 32 on H (0.3016 / 0.3022); at λ = 10 SSP trailed λ = 20 on K
+(0.2540 / 0.2570).
+
 Rule for the item systems' CG steps (``cg_steps=None``, :attr:`~dpmt.config.TrainConfig.
 item_cg_steps`): **8 when the systems carry noise (private SSP), 3 without (non-private)**.
 The noisy systems' solution is used to ~1e-4 relative difference to the exact solve at
@@ -182,12 +221,70 @@ def _prior(noisy_users, epsilon, private, solver, weights) -> tuple[float, str]:
     return SOLVERS[solver].default_prior(noisy_users, epsilon, weights)
 
 
-def resolve(cfg, noisy_users: float | None):
+#: n̂·ε from which the solver left to the task may be SSP (:func:`solver_switch`)
+SSP_SCALE = 450_000.0
+#: … when the released counts average at least this many (capped) ratings per item
+SSP_MIN_COUNT = 170.0
+#: what the switch sets: SSP, and λ where the config leaves it to the rule
+SSP_SWITCH = dict(solver="ssp", reg=20.0)
+
+
+def switchable(cfg) -> bool:
+    """Whether a rule may replace ``cfg``'s item step by SSP once n̂ is released (public
+    fields only, so the plan can charge for it before any data is read): a private run of a
+    ranking task whose solver is the task's (not chosen by the user), its releases plain
+    Gaussians (no Poisson sampling), no MLP encoder and no spectral start (both are noisy
+    GD's / the planned dimension's)."""
+    return bool(cfg.private and TASKS[cfg.task].ranking and not TASKS[cfg.task].labelled
+                and "solver" in getattr(cfg, "_by_task", ())
+                and SOLVERS[cfg.solver] is not SOLVERS[SSP_SWITCH["solver"]]
+                and cfg.gd.sampling_rate is None and not cfg.gd.uses_mlp
+                and not cfg.spectral_start)
+
+
+def switched_config(cfg):
+    """``cfg`` with SSP's settings of :data:`SSP_SWITCH` (λ only where the config leaves it
+    to a rule)."""
+    change = {"solver": SSP_SWITCH["solver"]}
+    if cfg.reg is None:
+        change["reg"] = SSP_SWITCH["reg"]
+    return cfg.replace(**change)
+
+
+def solver_switch(cfg, noisy_users: float | None, noisy_counts=None) -> tuple[bool, str]:
+    """Whether the rule switches ``cfg`` (:func:`switchable`) to SSP, and why: **where
+    n̂·ε ≥ 4.5·10⁵ and the released counts average ≥ 170 per item** (Σ_i max(n̂_i, 0) / m:
+    each user counted on at most k items). Both are released values; the run then keeps
+    the plan's privacy (:func:`dpmt.train.plan.resolved_plan`). See the module doc."""
+    if not switchable(cfg) or noisy_users is None or noisy_counts is None:
+        return False, ""
+    import numpy as np
+
+    counts = np.asarray(noisy_counts, np.float64)
+    per_item = float(np.maximum(counts, 0.0).sum()) / max(counts.size, 1)
+    n_eps = max(float(noisy_users), 1.0) * cfg.privacy.epsilon
+    on = n_eps >= SSP_SCALE and per_item >= SSP_MIN_COUNT
+    return on, (f"n̂·ε = {n_eps:.3g} {'≥' if n_eps >= SSP_SCALE else '<'} {SSP_SCALE:g}, "
+                f"released count per item {per_item:.0f} "
+                f"{'≥' if per_item >= SSP_MIN_COUNT else '<'} {SSP_MIN_COUNT:g}")
+
+
+def resolve(cfg, noisy_users: float | None, noisy_counts=None):
     """``cfg`` with every auto (None) setting resolved, and the list of (setting, value,
-    reason) lines for :func:`explain`."""
+    reason) lines for :func:`explain`. ``noisy_counts``: the released n̂_i (the solver rule
+    reads their mean)."""
+    why = []
+    on, reason = solver_switch(cfg, noisy_users, noisy_counts)
+    if on:
+        before = cfg
+        cfg = switched_config(cfg)
+        why.append(("solver", cfg.solver, reason))
+        why += [(name, getattr(cfg, name), "SSP where the solver rule picks it")
+                for name in ("reg", "iterations") if getattr(cfg, name) != getattr(before, name)]
     # the item step's own auto settings (noisy GD's steps): a rule that keeps the releases'
     # privacy (ItemMethod.equivalent_releases), so the plan made before n̂ still holds
-    cfg, why = SOLVERS[cfg.solver].default_settings(cfg, noisy_users)
+    cfg, own = SOLVERS[cfg.solver].default_settings(cfg, noisy_users)
+    why += own
     if WEIGHTINGS[cfg.weights].by_rule and cfg.private:
         w = weights_for(noisy_users, cfg.privacy.epsilon)
         cfg = cfg.replace(weights=w)

@@ -101,7 +101,7 @@ def fit(train, config: TrainConfig | None = None, *, validation=None, test=None,
                 charged_draws=charged_draws)
     hooks = [Progress(run), *([Checkpointing()] if run.checkpoint else []), *callbacks]
     try:
-        for t in range(run.state.iteration, run.cfg.iterations):
+        for t in range(run.state.iteration, run.model_cfg.iterations):
             iterate(run, t)
             for h in hooks:
                 h.on_iteration(run)
@@ -295,7 +295,7 @@ class Progress:
 
     def __init__(self, run: TrainingRun):
         self.bar = None
-        start, total = run.state.iteration, run.cfg.iterations
+        start, total = run.state.iteration, run.model_cfg.iterations
         if run.ex.progress and start < total:
             from tqdm.auto import tqdm
 

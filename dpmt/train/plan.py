@@ -54,6 +54,7 @@ n_features))`` once the data's (public) shape is known, so that the ledger charg
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Mapping
 
 from dpmt.config import TrainConfig
@@ -65,6 +66,7 @@ from dpmt.solvers import noise
 from dpmt.solvers.spectral_init import spectral_noise_draws, spectral_sensitivity
 from dpmt.solvers.ssp import gramian_noise_draws, gramian_sensitivity
 from dpmt.train import fold_in_choice
+from dpmt.train.defaults import switchable, switched_config
 from dpmt.train.methods import method_of
 
 #: the rating task's private mean μ̂: its noise relative to the counts' (count_noise_ratio)
@@ -182,20 +184,69 @@ def sampler_draws(cfg: TrainConfig, n_items: int, n_features: int | None = None
 
     if not cfg.private:
         return {}
-    method = method_of(cfg)
     out: dict[str, int] = {}
     if cfg.spectral_start:
         out["spectral_init"] = spectral_noise_draws(min(int(n_items), int(cfg.spectral_items)))
+    gram, item = _iteration_draws(cfg, n_items, n_features)
+    if switchable(cfg) and item:
+        # the solver rule may replace the iterations by SSP's once n̂ is out
+        # (dpmt.train.defaults.solver_switch): charge the larger of the two phases' normals,
+        # the difference spread over the planned item releases
+        extra = (sum(map(sum, (d.values() for d in _iteration_draws(
+            switched_config(cfg), n_items, n_features)))) - sum(gram.values())
+            - sum(item.values()))
+        if extra > 0:
+            share = -(-extra // len(item))
+            item = {name: n + share for name, n in item.items()}
+    out.update(gram)
+    out.update(item)
+    if cfg.chooses_fold_in:
+        out["fold_in_choice"] = fold_in_choice.N_CANDIDATES
+    return out
+
+
+def _iteration_draws(cfg: TrainConfig, n_items: int, n_features: int | None
+                     ) -> tuple[dict[str, int], dict[str, int]]:
+    """The iterations' normals by release name: the Gramians', the item step's."""
+    method = method_of(cfg)
+    gram: dict[str, int] = {}
+    item: dict[str, int] = {}
     names = [r.name for r in method.releases(cfg)]
     per = method.draws(cfg, int(n_items), n_features)
     for t in range(cfg.iterations):
         if cfg.gravity > 0:
-            out[f"iter{t}/gramian"] = gramian_noise_draws(int(cfg.dim))
+            gram[f"iter{t}/gramian"] = gramian_noise_draws(int(cfg.dim))
         for name, n in zip(names, per):
             if n:
-                out[f"iter{t}/{name}"] = int(n)
-    if cfg.chooses_fold_in:
-        out["fold_in_choice"] = fold_in_choice.N_CANDIDATES
+                item[f"iter{t}/{name}"] = int(n)
+    return gram, item
+
+
+def _continuous(name: str, sensitivity: float, draws: Mapping[str, int],
+                edge: Mapping[str, float], **kw) -> PlannedRelease:
+    n = int(draws.get(name, 0))
+    return PlannedRelease(name, sensitivity, draws=n,
+                          delta=sampler_delta(n) + float(edge.get(name, 0.0)), **kw)
+
+
+def iteration_releases(cfg: TrainConfig, draws: Mapping[str, int] | None = None,
+                       edge: Mapping[str, float] | None = None) -> list[PlannedRelease]:
+    """The releases of ``cfg``'s iterations before calibration, in order: per iteration t
+    the noisy Gramian (α0 > 0) and the item method's releases, named ``iter{t}/...``
+    (``draws`` and ``edge`` as in :func:`planned_releases`)."""
+    draws, edge = dict(draws or {}), dict(edge or {})
+    out: list[PlannedRelease] = []
+    item = method_of(cfg).releases(cfg)
+    for t in range(cfg.iterations):
+        if cfg.gravity > 0:
+            out.append(_continuous(f"iter{t}/gramian", gramian_sensitivity(cfg.user_clip),
+                                   draws, edge, noise_ratio=cfg.privacy.gram_noise_ratio))
+        for r in item:                       # the method's releases, named for iteration t
+            name = f"iter{t}/{r.name}"
+            n = int(draws.get(name, 0))
+            out.append(dataclasses.replace(
+                r, name=name, draws=n,
+                delta=r.delta + sampler_delta(n) + float(edge.get(name, 0.0))))
     return out
 
 
@@ -218,9 +269,7 @@ def planned_releases(cfg: TrainConfig, *, select_items: bool = False,
     k = cfg.effective_count_cap
 
     def continuous(name: str, sensitivity: float, **kw) -> PlannedRelease:
-        n = int(draws.get(name, 0))
-        return PlannedRelease(name, sensitivity, draws=n,
-                              delta=sampler_delta(n) + float(edge.get(name, 0.0)), **kw)
+        return _continuous(name, sensitivity, draws, edge, **kw)
 
     labelled = TASKS[cfg.task].labelled
     if labelled:
@@ -249,17 +298,7 @@ def planned_releases(cfg: TrainConfig, *, select_items: bool = False,
         # triangle as for the noisy Gramian
         plan.append(continuous("spectral_init", spectral_sensitivity(),
                                noise_ratio=cfg.privacy.spectral_noise_ratio))
-    item = method_of(cfg).releases(cfg)
-    for t in range(cfg.iterations):
-        if cfg.gravity > 0:
-            plan.append(continuous(f"iter{t}/gramian", gramian_sensitivity(cfg.user_clip),
-                                   noise_ratio=cfg.privacy.gram_noise_ratio))
-        for r in item:                       # the method's releases, named for iteration t
-            name = f"iter{t}/{r.name}"
-            n = int(draws.get(name, 0))
-            plan.append(dataclasses.replace(
-                r, name=name, draws=n,
-                delta=r.delta + sampler_delta(n) + float(edge.get(name, 0.0))))
+    plan += iteration_releases(cfg, draws, edge)
     if cfg.private and cfg.chooses_fold_in:
         # after the last iteration: one Gaussian release of K sums of per-user recalls
         plan.append(continuous("fold_in_choice", fold_in_choice.sensitivity(),
@@ -322,8 +361,56 @@ def make_plan(cfg: TrainConfig, *, select_items: bool = False,
                        spectral, threshold, fold_in)
 
 
-def resolved_plan(plan: PrivacyPlan, cfg: TrainConfig, model_cfg: TrainConfig
-                  ) -> PrivacyPlan | None:
+def equivalent_iterations(plan: PrivacyPlan, model_cfg: TrainConfig,
+                          draws: Mapping[str, int] | None = None
+                          ) -> tuple[IterationReleases, ...] | None:
+    """``model_cfg``'s iterations (another item method, another number of sweeps) as releases
+    of exactly the privacy of ``plan``'s: the planned iterations are Gaussian releases, whose
+    composition is the Gaussian mechanism of μ² = Σ_k count_k·(Δ_k/σ_k)² (μ-GDP; Dong, Roth &
+    Su 2022, Corollary 3.3), and ``model_cfg``'s releases, at its own noise ratios r_k, get
+    σ_k = s·r_k·Δ_k with the one scale s that gives the same μ:
+
+        s = √(Σ_k count_k / r_k²) / μ.
+
+    ``draws``: ``model_cfg``'s normals per release name (:func:`sampler_draws`); each new
+    release needs its sampler δ (tail + edge at its multiplier), and the new releases carry
+    the δ the plan charged for its iterations, in proportion to their needs. None — keep the
+    planned settings — when a planned or new release is not a plain Gaussian (Poisson
+    sampling, a fixed multiplier), or when the new releases need more δ than the plan charged
+    for its iterations (:func:`sampler_draws` charges a switchable config for both
+    phases)."""
+    old = [r for it in plan.iterations for r in it.all()]
+    new_planned = iteration_releases(model_cfg, draws)
+    if not old or not new_planned or any(
+            r.mechanism != "gaussian" or r.sampling_rate is not None for r in old) or any(
+            p.mechanism != "gaussian" or p.sampling_rate is not None
+            or p.noise_multiplier is not None for p in new_planned):
+        return None
+    mu2 = sum(r.count * (r.sensitivity / r.noise_std) ** 2 for r in old)
+    scale = math.sqrt(sum(p.count / p.noise_ratio ** 2 for p in new_planned) / mu2)
+    new = []
+    for p in new_planned:
+        r = p.release(scale)
+        # the edge term at the multiplier it now has (p.delta holds the tail term)
+        new.append(dataclasses.replace(r, delta=r.delta + sampler_delta(
+            r.draws, r.noise_multiplier, r.count) - sampler_delta(r.draws)))
+    need, charged = sum(r.delta for r in new), sum(r.delta for r in old)
+    if need > charged:
+        return None
+    # the plan's δ, charged as planned (whichever solver the rule picks, the run's δ is the
+    # plan's): each release's own share scaled up to it
+    new = [dataclasses.replace(r, delta=r.delta * (charged / need)) for r in new]
+    n_item = len(method_of(model_cfg).releases(model_cfg))
+    iterations = []
+    for _ in range(model_cfg.iterations):
+        gram = new.pop(0) if model_cfg.gravity > 0 else None
+        iterations.append(IterationReleases(gramian=gram,
+                                            item=tuple(new.pop(0) for _ in range(n_item))))
+    return tuple(iterations)
+
+
+def resolved_plan(plan: PrivacyPlan, cfg: TrainConfig, model_cfg: TrainConfig,
+                  draws: Mapping[str, int] | None = None) -> PrivacyPlan | None:
     """The plan of ``model_cfg`` (``cfg`` with its auto settings resolved from the released
     n̂, :func:`dpmt.train.defaults.resolve`): the same releases before the iterations and, per
     iteration, the item method's :meth:`~dpmt.train.methods.ItemMethod.equivalent_releases`,
@@ -333,7 +420,19 @@ def resolved_plan(plan: PrivacyPlan, cfg: TrainConfig, model_cfg: TrainConfig
     the δ the plan charged. ``plan`` itself when nothing changed. None — keep the planned
     settings — when the method has no equivalent, when a replacement's own sampler δ would
     exceed the δ charged for it, or when the ledger (``dp_accounting``, whose numerical
-    accountants only approximate the exact equality) would put its ε above the target."""
+    accountants only approximate the exact equality) would put its ε above the target.
+
+    When the rule changed the item method or the number of sweeps (the solver rule,
+    :func:`dpmt.train.defaults.solver_switch`), the whole iteration phase is replaced by
+    :func:`equivalent_iterations` (``draws``: ``model_cfg``'s, :func:`sampler_draws`)."""
+    if (method_of(model_cfg) is not method_of(cfg) or model_cfg.iterations != cfg.iterations
+            or model_cfg.gravity != cfg.gravity):
+        iters = equivalent_iterations(plan, model_cfg, draws)
+        if iters is None:
+            return None
+        new = dataclasses.replace(plan, iterations=iters)
+        return new if epsilon_of(new.releases(), cfg.privacy.delta,
+                                 cfg.privacy.accountant) <= cfg.privacy.epsilon else None
     method = method_of(model_cfg)
     iterations, changed = [], False
     for it in plan.iterations:

@@ -156,7 +156,7 @@ def setup(train, config: TrainConfig | None = None, *, validation=None, test=Non
                 raise DataError(f"the checkpoint in {run_dir} was drawn from another noise "
                                 "source than the one given: resume with the run's own")
             src, ledger = saved["noise"], saved["ledger"]
-            check_resumed_ledger(saved, plan, cfg)
+            check_resumed_ledger(saved, plan, cfg, head_only=True)   # in full below
     saved = saved or {}
     k_init = src.jax_key("init")
     once = _OnceReleases(cfg, plan, ledger, src, saved)
@@ -200,14 +200,22 @@ def setup(train, config: TrainConfig | None = None, *, validation=None, test=Non
     if cfg.spectral_start and not saved:
         V0 = spectral_start(cfg, plan, ledger, train, noisy_counts, V0, src.jax_key("spectral"))
 
-    model_cfg, why = resolve(cfg, noisy_n)
+    model_cfg, why = resolve(cfg, noisy_n, noisy_counts)
     if plan is not None:
-        # a rule that changed the item step's releases (noisy GD's steps) gives releases of
-        # the plan's privacy; without such, the settings the plan was calibrated for
-        resolved = resolved_plan(plan, cfg, model_cfg)
+        # a rule that changed the item step's releases (noisy GD's steps, the solver rule)
+        # gives releases of the plan's privacy; without such, the rules that keep the
+        # planned method, and failing that the settings the plan was calibrated for
+        nf = None if item_features is None else np.shape(item_features)[-1]
+        resolved = resolved_plan(plan, cfg, model_cfg,
+                                 sampler_draws(model_cfg, train.n_items, nf))
+        if resolved is None and method_of(model_cfg) is not method_of(cfg):
+            model_cfg, why = resolve(cfg, noisy_n)
+            resolved = resolved_plan(plan, cfg, model_cfg)
         if resolved is None:
             model_cfg, why = resolve(method_of(cfg).planned_config(cfg), noisy_n)
         plan = resolved or plan
+        if saved:           # the releases a resumed checkpoint made are this plan's
+            check_resumed_ledger(saved, plan, model_cfg)
     # the rating task's factors: trained, or (small n̂·ε) the planned sweeps charged only
     factors = True
     if TASKS[cfg.task].labelled:
