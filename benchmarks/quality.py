@@ -35,6 +35,7 @@ import math
 import time
 from pathlib import Path
 
+from benchmarks import family
 from benchmarks.quality_report import K, METRIC, load_rating_rows, load_rows, write_report
 from dpmt.baselines import MAX_EASE_ITEMS
 from dpmt.config import ExecutionConfig, NonPrivate, TrainConfig, route
@@ -411,6 +412,7 @@ def main(args) -> int:
     rating_rows: list[dict] = []
     done: set[str] = set()
     invocations = 1
+    family_rows: list[dict] | None = None
     saved = out / "quality" / "quality.json"
     if args.resume and saved.is_file():
         # an interrupted run: its finished datasets are kept, their time counted
@@ -421,13 +423,20 @@ def main(args) -> int:
         rating_rows = [r for r in load_rating_rows(prev.get("rating_rows", []))
                        if r["dataset"] in rnames]
         done = {r["dataset"] for r in rows + rating_rows}
+        if getattr(args, "family", False) and prev.get("family_rows"):
+            family_rows = list(prev["family_rows"])
         t0 -= float(prev.get("seconds", 0.0))
-        invocations = int(prev.get("invocations", 1)) + (len(done) < len(dsets) + len(rdsets))
+        invocations = int(prev.get("invocations", 1)) + (
+            len(done) < len(dsets) + len(rdsets)
+            or (getattr(args, "family", False) and family_rows is None))
+    n_family = (family.n_fits() if getattr(args, "family", False) and family_rows is None
+                else 0)
     bar = None if args.quiet else tqdm(total=sum(n_cells(d) for d in dsets)
-                                       + sum(n_rating_cells(d) for d in rdsets), unit="cell",
-                                       desc="quality")
+                                       + sum(n_rating_cells(d) for d in rdsets) + n_family,
+                                       unit="cell", desc="quality")
     command = ("dpmt quality" + (" --quick" if args.quick else "")
-               + (" --no-ratings" if args.no_ratings else ""))
+               + (" --no-ratings" if args.no_ratings else "")
+               + (" --family" if getattr(args, "family", False) else ""))
     n_all = len(dsets) + len(rdsets)
     text = None
     for d in dsets:
@@ -438,19 +447,22 @@ def main(args) -> int:
         # the report so far after every dataset: an interrupted run keeps what it measured
         text = write_report(rows, [x for x in dsets if x.name in done], out,
                             command + _partial(done, n_all), time.time() - t0,
-                            invocations, rating_rows)
+                            invocations, rating_rows, family_rows)
     for d in rdsets:
         if d.name in done:
             continue
         rating_rows += run_ratings(d, ex, bar)
         done.add(d.name)
         text = write_report(rows, dsets, out, command + _partial(done, n_all), time.time() - t0,
-                            invocations, rating_rows)
+                            invocations, rating_rows, family_rows)
+    if getattr(args, "family", False) and family_rows is None:
+        family_rows = family.run_family(ex, bar=bar)
+        text = None
     if bar is not None:
         bar.close()
-    if text is None:                        # --resume of a run that had finished
+    if text is None:              # after the family, or --resume of a run that had finished
         text = write_report(rows, dsets, out, command, time.time() - t0, invocations,
-                            rating_rows)
+                            rating_rows, family_rows)
     print(text.split("\n## ")[1].join(["## ", ""]))      # the targets table
     if rating_rows:                                      # and the rating section
         print(text.split("\n## Ratings")[1].split("\n## ")[0].join(["## Ratings", ""]))
@@ -471,6 +483,10 @@ def add_arguments(p) -> None:
                         "(default: .)")
     p.add_argument("--data-dir", default="data", metavar="DIR",
                    help="where datasets are read or fetched (default: data)")
+    p.add_argument("--family", action="store_true",
+                   help="also the generator family (benchmarks/family.py: 8 synthetic "
+                        "generators × ε 1, 5, 20 × 3 fits, about 45 minutes on 2 cores): the "
+                        "defaults against a rule fitted leave-one-generator-out")
     p.add_argument("--resume", action="store_true",
                    help="keep the datasets an interrupted run in --out finished (from "
                         "DIR/quality/quality.json) and run only the others")

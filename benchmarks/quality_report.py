@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks import family
 from dpmt._io import atomic_write_json, atomic_write_text
 from dpmt.apps.plot_style import (
     MAX_WIDTH_IN,
@@ -419,11 +420,13 @@ def hand_written_tail(path: Path) -> str:
 
 def write_report(rows: list[dict], dsets: list, out: Path, command: str,
                  seconds: float, invocations: int = 1,
-                 rating_rows: list[dict] | None = None) -> str:
+                 rating_rows: list[dict] | None = None,
+                 family_rows: list[dict] | None = None) -> str:
     """QUALITY.md (+ plots, quality.json) from the rows of one run (``invocations`` > 1: an
     interrupted run finished by ``--resume``, said so in the report), with the rating
-    section when there are ``rating_rows``. The report's hand-written tail
-    (:data:`HAND_WRITTEN`), if it has one, is kept."""
+    section when there are ``rating_rows`` and the generator family's
+    (:func:`benchmarks.family.section`) when there are ``family_rows``. The report's
+    hand-written tail (:data:`HAND_WRITTEN`), if it has one, is kept."""
     rating_rows = list(rating_rows or [])
     summary = summarise(rows)
     out.mkdir(parents=True, exist_ok=True)
@@ -454,11 +457,14 @@ def write_report(rows: list[dict], dsets: list, out: Path, command: str,
         parts.append(dataset_section(summary, d, f"quality/{name}"))
     if rating_rows:
         parts.append(rating_section(rating_rows))
+    if family_rows:
+        parts.append(family.section(family_rows))
     text = "\n".join(parts) + "\n"
     tail = hand_written_tail(out / "QUALITY.md")
     if tail:
         text += "\n" + tail
     atomic_write_json(assets / "quality.json", {"rows": rows, "rating_rows": rating_rows,
+                                                "family_rows": family_rows or [],
                                                 "command": command, "seconds": seconds,
                                                 "invocations": invocations})
     atomic_write_text(out / "QUALITY.md", text)

@@ -20,24 +20,14 @@ import argparse
 import json
 import time
 
+from benchmarks import family
 from dpmt.config import ExecutionConfig, TrainConfig, route
 from dpmt.train.evaluate import evaluate, private_popularity_metrics
 from dpmt.train.loop import fit
 from dpmt.train.rundir import prepare_data
 
-_SIZE = "users=20000,items=3000,interactions=1000000"
-FAMILY = {
-    "A base": f"synthetic:{_SIZE},seed=11",
-    "B rank64": f"synthetic:{_SIZE},rank=64,concentration=0.3,seed=12",
-    "C steep": f"synthetic:{_SIZE},alpha=1.3,sigma=1.5,seed=13",
-    "D flat": f"synthetic:{_SIZE},alpha=0.8,rank=8,noise=0.3,seed=14",
-    "E 50k": "synthetic:users=50000,items=5000,interactions=2400000,alpha=1.2,rank=32,seed=15",
-    # the logistic-link generator (dpmt.data.synthetic_logistic): no rule was fitted on it
-    "F logistic": f"logistic-synthetic:{_SIZE},seed=16",
-    "G logistic r32": f"logistic-synthetic:{_SIZE},rank=32,alpha=1.3,signal=3,seed=17",
-    "H logistic 50k": ("logistic-synthetic:users=50000,items=5000,interactions=2400000,"
-                       "rank=16,alpha=1.1,sigma=1.3,signal=2.5,seed=18"),
-}
+# the family of the quality benchmark (`dpmt quality --family`): one definition
+FAMILY = dict(family.FAMILY)
 #: 100k-user and larger members (``--large``), reaching n̂·ε ≈ 5·10⁵–10⁶ at ε = 5–10 with δ = 1e-6
 #: (SSP's plan is refused at ε = 100 there: the sampler's extra δ grows with ε). Kept apart
 #: from FAMILY so that the scripts that replay FAMILY run what they report.
@@ -47,11 +37,27 @@ LARGE = {
     "J logistic 100k": ("logistic-synthetic:users=100000,items=8000,interactions=5000000,"
                         "rank=24,alpha=1.2,sigma=1.3,signal=2.5,seed=20"),
     "K ML-20M-like": "synthetic:like=ml-20m",     # the quality benchmark's (138k users)
+    # fresh members (2026-12-07) to test the solver rule of dpmt.train.defaults on data it was
+    # not fitted on: a large catalogue with few raters per item, and a small one with many
+    "N logistic 20k items": ("logistic-synthetic:users=120000,items=20000,interactions=6000000,"
+                             "rank=24,alpha=1.1,sigma=1.3,signal=2.5,seed=21"),
+    "P topics 4k items": ("synthetic:users=80000,items=4000,interactions=3600000,alpha=1.0,"
+                          "rank=16,seed=22"),
+    # the quality benchmark's 50k-user synthetic (QUALITY.md), on this script's protocol
+    "S synth50k": "synthetic:users=50000,items=5000,interactions=3000000",
 }
 CANDIDATES = {
     "defaults": {},
+    # noisy GD chosen by the user: the defaults before the solver rule (dpmt.train.defaults)
+    "gd": dict(solver="gd"),
     "ssp-d32-l10-it2": dict(solver="ssp", dim=32, reg=10.0, iterations=2),
     "ssp-d32-l20-it3": dict(solver="ssp", dim=32, reg=20.0, iterations=3),
+    # SSP at the defaults' 4 sweeps (the plan noisy GD is calibrated for)
+    "ssp-d32-l20-it4": dict(solver="ssp", dim=32, reg=20.0, iterations=4),
+    "ssp-d32-l30-it4": dict(solver="ssp", dim=32, reg=30.0, iterations=4),
+    "ssp-d32-l10-it3": dict(solver="ssp", dim=32, reg=10.0, iterations=3),
+    "ssp-d64-l20-it3": dict(solver="ssp", dim=64, reg=20.0, iterations=3),
+    "ssp-d64-l20-it4": dict(solver="ssp", dim=64, reg=20.0, iterations=4),
     # the defaults with a larger ridge (the λ rule gives noisy GD λ = 3 from n̂·ε = 3·10⁴)
     "gd-l1": dict(reg=1.0),
     "gd-l10": dict(reg=10.0),

@@ -66,6 +66,7 @@ def test_the_rule_reads_both_released_quantities():
 
 @pytest.mark.parametrize("kw", [dict(solver="gd"), dict(privacy=NonPrivate()),
                                 dict(init="spectral"), dict(gd=dict(sampling_rate=0.5)),
+                                dict(gd=dict(steps=10)), dict(gd=dict(learning_rate=0.02)),
                                 dict(task="rating", data=dict(split="random"))])
 def test_what_the_user_chose_is_kept(kw):
     cfg = TrainConfig(**kw) if "privacy" in kw else TrainConfig(

@@ -233,13 +233,12 @@ def switchable(cfg) -> bool:
     """Whether a rule may replace ``cfg``'s item step by SSP once n̂ is released (public
     fields only, so the plan can charge for it before any data is read): a private run of a
     ranking task whose solver is the task's (not chosen by the user), its releases plain
-    Gaussians (no Poisson sampling), no MLP encoder and no spectral start (both are noisy
-    GD's / the planned dimension's)."""
+    Gaussians, and noisy GD's own settings (``cfg.gd``: steps, rate, clip, sampling, encoder)
+    left at their defaults — a user who set them means noisy GD — and no spectral start."""
     return bool(cfg.private and TASKS[cfg.task].ranking and not TASKS[cfg.task].labelled
                 and "solver" in getattr(cfg, "_by_task", ())
                 and SOLVERS[cfg.solver] is not SOLVERS[SSP_SWITCH["solver"]]
-                and cfg.gd.sampling_rate is None and not cfg.gd.uses_mlp
-                and not cfg.spectral_start)
+                and cfg.gd == type(cfg.gd)() and not cfg.spectral_start)
 
 
 def switched_config(cfg):

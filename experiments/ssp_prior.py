@@ -1,0 +1,75 @@
+"""SSP against the defaults at large n̂·ε, with the popularity prior η as post-processing
+(issue 28): does η = ¼ (noisy GD's) close SSP's loss on the ML-20M-like data?
+
+For each generator of :mod:`experiments.solver_rule` (FAMILY and LARGE) and ε: the defaults
+and SSP (d = 32, λ = 20, 3 sweeps), each fitted once, validation and test Recall@20 (overall
+and per popularity bucket) at every η of ``--etas`` (η scales the released counts' prior in
+the scores, :meth:`dpmt.scoring.Scorer.prior`: free post-processing of one fit).
+Reproducible noise (``noise_seed``): an experiment; its models are not published.
+
+    python -m experiments.ssp_prior --only K --epsilons 5 --out experiments/ssp_prior_K.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from dpmt.config import TrainConfig, route
+from dpmt.train.evaluate import evaluate
+from dpmt.train.loop import fit
+from dpmt.train.rundir import prepare_data
+from experiments.solver_rule import CANDIDATES, EX, FAMILY, LARGE
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--only", nargs="+", required=True, help="generator keys (first letter)")
+    ap.add_argument("--epsilons", type=float, nargs="+", required=True)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ap.add_argument("--etas", type=float, nargs="+", default=[0.0, 0.125, 0.25, 0.5])
+    ap.add_argument("--candidates", nargs="+", default=["defaults", "ssp-d32-l20-it3"],
+                    choices=list(CANDIDATES))
+    args = ap.parse_args(argv)
+    gens = {**FAMILY, **LARGE}
+    rows = []
+    for name, spec in gens.items():
+        if name[0] not in args.only:
+            continue
+        for seed in args.seeds:
+            base = TrainConfig(data=dict(dataset=spec, split="heldout-users", heldout_users=2000,
+                                         seed=seed), privacy=dict(delta=1e-6, noise_seed=seed))
+            split = prepare_data(base, EX)
+            for eps in args.epsilons:
+                for cand in args.candidates:
+                    cfg = base.replace(**route({**CANDIDATES[cand], "epsilon": eps}))
+                    t0 = time.time()
+                    m = fit(split.train, cfg, execution=EX)
+                    sec = time.time() - t0
+                    own = m.config
+                    # the rule's own η first (the model as fitted), then --etas
+                    for eta in [None, *args.etas]:
+                        m.config = own if eta is None else own.replace(popularity_prior=eta)
+                        va = evaluate(m, split.train, split.validation, ks=(20,))
+                        te = evaluate(m, split.train, split.test, ks=(20,))
+                        row = dict(generator=name, seed=seed, epsilon=eps, candidate=cand,
+                                   rule_eta=own.popularity_prior, eta=eta,
+                                   solver=own.solver, weights=own.weights, reg=own.reg,
+                                   n_eps=split.train.n_users * eps,
+                                   n_items=split.train.n_items,
+                                   validation=va["overall"]["recall@20"],
+                                   test=te["overall"]["recall@20"],
+                                   test_buckets=[b["recall@20"] for b in te.get("buckets", [])],
+                                   seconds=sec)
+                        rows.append(row)
+                        print(json.dumps(row), flush=True)
+                    m.config = own
+                    with open(args.out, "w") as f:
+                        json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
