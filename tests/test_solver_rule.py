@@ -215,3 +215,19 @@ def test_the_plan_charges_the_larger_phase_for_a_switchable_config():
         sampler_draws(own, m))
     from dpmt.solvers.gd_privacy import gd_noise_draws
     assert sampler_draws(own, m)["iter0/gd"] == gd_noise_draws(m * own.dim, 20)
+
+
+def test_a_plan_without_sampler_draws_switches_at_the_plans_delta():
+    """Without the data's shape (no draws: no sampler δ), the switched releases still carry
+    the plan's δ for the iterations, in equal shares."""
+    cfg = TrainConfig(privacy=dict(epsilon=20.0))
+    plan = make_plan(cfg)
+    n, counts = _above(20.0)
+    model_cfg, _ = resolve(cfg, n, counts)
+    new = resolved_plan(plan, cfg, model_cfg)
+    assert new is not None
+    old = [r for it in plan.iterations for r in it.all()]
+    now = [r for it in new.iterations for r in it.all()]
+    assert sum(r.delta for r in now) == pytest.approx(sum(r.delta for r in old), rel=1e-12,
+                                                      abs=1e-300)
+    assert _mu(now) == pytest.approx(_mu(old), rel=1e-12)

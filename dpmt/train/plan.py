@@ -398,8 +398,9 @@ def equivalent_iterations(plan: PrivacyPlan, model_cfg: TrainConfig,
     if need > charged:
         return None
     # the plan's δ, charged as planned (whichever solver the rule picks, the run's δ is the
-    # plan's): each release's own share scaled up to it
-    new = [dataclasses.replace(r, delta=r.delta * (charged / need)) for r in new]
+    # plan's): in proportion to each release's own need (equal shares if none needs any)
+    share = ([r.delta / need for r in new] if need > 0 else [1.0 / len(new)] * len(new))
+    new = [dataclasses.replace(r, delta=charged * w) for r, w in zip(new, share)]
     n_item = len(method_of(model_cfg).releases(model_cfg))
     iterations = []
     for _ in range(model_cfg.iterations):
