@@ -77,7 +77,10 @@ class TrainConfig:
     the typical norm of an exact user solve, so clipping costs little signal while the
     sensitivity √β·C² stays small. Where n̂·ε ≥ 10⁵ noisy GD takes 6 steps at 20/6 times the
     learning rate instead (the same privacy, under a third of the cost; overall a tie on 10
-    cells of 8 generators, 2 seeds, the tail buckets ahead, ``experiments/solver_rule.py``). The weights (``auto``) and the
+    cells of 8 generators, 2 seeds, the tail buckets ahead, ``experiments/solver_rule.py``).
+    Where n̂·ε ≥ 4.5·10⁵ and the released counts average ≥ 170 per item the solver left to
+    the rule is SSP with λ = 20 (the plan's privacy kept; on a 50k-user generator at ε = 20
+    test Recall@20 0.282 → 0.303, ``experiments/ssp_prior.py``). The weights (``auto``) and the
     popularity-prior weight η are chosen by rules from the released n̂ and ε
     (:mod:`dpmt.train.defaults`), never from exact data. At ε ≥ :data:`FOLD_IN_EPSILON`
     (``fold_in="auto"``) the fold-in's λ and α0 are chosen after training by one more

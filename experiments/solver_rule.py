@@ -130,21 +130,25 @@ def main(argv=None) -> int:
                     t0 = time.time()
                     m = fit(split.train, cfg, execution=EX)
                     sec = time.time() - t0
-                    va = evaluate(m, split.train, split.validation, ks=(20,))
-                    te = evaluate(m, split.train, split.test, ks=(20,))
                     row = dict(generator=name, spec=spec, seed=seed, epsilon=eps,
                                candidate=cand, solver=m.config.solver,
                                weights=m.config.weights, reg=m.config.reg,
                                eta=m.config.popularity_prior,
                                n_eps=split.train.n_users * eps,   # n̂ ≈ n (noise ≪ n)
-                               validation=va["overall"]["recall@20"],
-                               test=te["overall"]["recall@20"],
-                               test_buckets=[b["recall@20"] for b in te.get("buckets", [])],
-                               seconds=sec)
+                               **scores(m, split), seconds=sec)
                     rows.append(row)
                     print(json.dumps(row), flush=True)
                     _save(rows, args.out)
     return 0
+
+
+def scores(model, split) -> dict:
+    """Validation and test Recall@20 of ``model`` on ``split``, and test per popularity
+    bucket (tail first)."""
+    va = evaluate(model, split.train, split.validation, ks=(20,))
+    te = evaluate(model, split.train, split.test, ks=(20,))
+    return dict(validation=va["overall"]["recall@20"], test=te["overall"]["recall@20"],
+                test_buckets=[b["recall@20"] for b in te.get("buckets", [])])
 
 
 def _save(rows: list[dict], path: str) -> None:

@@ -1,10 +1,13 @@
 """SSP against the defaults at large n̂·ε, with the popularity prior η as post-processing
 (issue 28): does η = ¼ (noisy GD's) close SSP's loss on the ML-20M-like data?
 
-For each generator of :mod:`experiments.solver_rule` (FAMILY and LARGE) and ε: the defaults
-and SSP (d = 32, λ = 20, 3 sweeps), each fitted once, validation and test Recall@20 (overall
-and per popularity bucket) at every η of ``--etas`` (η scales the released counts' prior in
-the scores, :meth:`dpmt.scoring.Scorer.prior`: free post-processing of one fit).
+For each generator of :mod:`experiments.solver_rule` (FAMILY and LARGE) and ε: the
+candidates of ``--candidates`` (default: the defaults and SSP at d = 32, λ = 20, 3 sweeps),
+each fitted once, validation and test Recall@20 (overall and per popularity bucket) at the
+rule's own η (``eta`` null) and at every η of ``--etas`` (η scales the released counts' prior
+in the scores, :meth:`dpmt.scoring.Scorer.prior`: free post-processing of one fit). It also
+measured the solver rule of :mod:`dpmt.train.defaults` (QUALITY.md, "SSP where n̂·ε and the
+released counts per item are large").
 Reproducible noise (``noise_seed``): an experiment; its models are not published.
 
     python -m experiments.ssp_prior --only K --epsilons 5 --out experiments/ssp_prior_K.json
@@ -17,10 +20,9 @@ import json
 import time
 
 from dpmt.config import TrainConfig, route
-from dpmt.train.evaluate import evaluate
 from dpmt.train.loop import fit
 from dpmt.train.rundir import prepare_data
-from experiments.solver_rule import CANDIDATES, EX, FAMILY, LARGE
+from experiments.solver_rule import CANDIDATES, EX, FAMILY, LARGE, scores
 
 
 def main(argv=None) -> int:
@@ -52,16 +54,11 @@ def main(argv=None) -> int:
                     # the rule's own η first (the model as fitted), then --etas
                     for eta in [None, *args.etas]:
                         m.config = own if eta is None else own.replace(popularity_prior=eta)
-                        va = evaluate(m, split.train, split.validation, ks=(20,))
-                        te = evaluate(m, split.train, split.test, ks=(20,))
                         row = dict(generator=name, seed=seed, epsilon=eps, candidate=cand,
                                    rule_eta=own.popularity_prior, eta=eta,
                                    solver=own.solver, weights=own.weights, reg=own.reg,
                                    n_eps=split.train.n_users * eps,
-                                   n_items=split.train.n_items,
-                                   validation=va["overall"]["recall@20"],
-                                   test=te["overall"]["recall@20"],
-                                   test_buckets=[b["recall@20"] for b in te.get("buckets", [])],
+                                   n_items=split.train.n_items, **scores(m, split),
                                    seconds=sec)
                         rows.append(row)
                         print(json.dumps(row), flush=True)

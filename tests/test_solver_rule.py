@@ -21,6 +21,8 @@ from dpmt.train.loop import fit
 from dpmt.train.plan import make_plan, resolved_plan, sampler_delta, sampler_draws
 from dpmt.train.training_run import setup
 
+from _interrupt import fit_interrupted_after_first_iteration
+
 QUIET = ExecutionConfig(progress=False)
 # uniform data (alpha = 0, σ = 0): few layout buckets, so the kernels compile fast
 DATA = dict(n_users=400, n_items=60, n_interactions=6000, seed=4, alpha=0.0,
@@ -185,16 +187,9 @@ def test_a_switched_run_resumes_bit_identical(ratings, switched, tmp_path, monke
     monkeypatch.setattr(defaults, "SSP_SCALE", 1.0)
     monkeypatch.setattr(defaults, "SSP_MIN_COUNT", 0.0)
 
-    class Crash(Exception):
-        pass
-
-    class StopAfter:
-        def on_iteration(self, run):
-            if run.state.iteration == 2:
-                raise Crash
-
-    with pytest.raises(Crash):
-        fit(ratings, cfg, execution=QUIET, run_dir=tmp_path, callbacks=(StopAfter(),))
+    fit_interrupted_after_first_iteration(ratings, cfg, tmp_path,
+                                          ExecutionConfig(progress=True))
+    assert int(np.load(tmp_path / "checkpoint.npz")["iteration"]) == 1
     back = fit(ratings, cfg, execution=QUIET, run_dir=tmp_path, resume=True)
     assert back.config.solver == "ssp"
     np.testing.assert_array_equal(back.item_embeddings, ref.item_embeddings)
