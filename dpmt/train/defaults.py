@@ -95,24 +95,26 @@ is made for noisy GD before n̂ is released; the switched run's iterations are G
 releases of exactly the planned iterations' μ, within the δ the plan charged (it charges a
 switchable config for the larger of the two phases' normals), so the choice from released
 values costs nothing more (:func:`dpmt.train.plan.equivalent_iterations`; the argument is
-the steps rule's). What the user sets (the solver, λ, the sweeps) is kept. Validation / test
-Recall@20 of the old defaults (noisy GD) and SSP at λ = 20, seed 0, 2,000 + 2,000 held-out
-users, δ = 1e-6 (``python -m experiments.ssp_prior``; generators of
-``experiments/solver_rule.py``; JSONs ``experiments/ssp_rule_*.json``; "4 sweeps" is what
-the switched defaults train):
+the steps rule's). What the user sets (the solver, λ, noisy GD's own settings) is kept.
+Validation / test Recall@20 of the old defaults (noisy GD) and SSP at λ = 20, seed 0, 2,000 +
+2,000 held-out users, δ = 1e-6 (``python -m experiments.ssp_prior``; generators of
+``experiments/solver_rule.py``; JSONs ``experiments/ssp_rule_*.json``, ``ssp_prior_K.json``,
+``ssp_variants_K.json``):
 
     generator, ε          n̂·ε      count/item  noisy GD          SSP λ = 20          rule
     H logistic 50k, 20    9.3·10⁵   200         0.2775 / 0.2818   0.3022 / 0.3028 *   SSP
     E topics 50k, 20      9.8·10⁵   210         0.3938 / 0.3920   0.3923 / 0.3953 *   SSP
-    I topics 100k, 5      4.9·10⁵   279         0.3005 / 0.2951   0.3075 / 0.3106     SSP
-    J logistic 100k, 5    4.8·10⁵   275         0.2697 / 0.2803   0.2754 / 0.2837 †   SSP
+    I topics 100k, 5      4.9·10⁵   279         0.3005 / 0.2951   0.3087 / 0.3108 *   SSP
+    J logistic 100k, 5    4.8·10⁵   275         0.2697 / 0.2803   0.2839 / 0.2935 *   SSP
+    J logistic 100k, 10   9.5·10⁵   275         0.2785 / 0.2864   0.2923 / 0.3018 *   SSP
+    S the 50k synthetic, 20 9.9·10⁵ 225         0.2942 / 0.2910   0.2985 / 0.2968 *   SSP
     K ML-20M-like, 5      6.9·10⁵   144         0.2708 / 0.2734   0.2607 / 0.2616     GD
     A topics 20k, 20      3.9·10⁵   124         0.3119 / 0.3184   0.3077 / 0.3151 †   GD
     G logistic 20k, 20    4.0·10⁵   139         0.2796 / 0.2824   0.2560 / 0.2593 †   GD
     H logistic 50k, 5     2.3·10⁵   200         0.2829 / 0.2821   0.2754 / 0.2786 †   GD
     E topics 50k, 5       2.5·10⁵   210         0.3792 / 0.3831   0.3880 / 0.3853 †   GD
     fitted on none of the above (made after the rule):
-    P topics 80k × 4k, 10   7.8·10⁵ 424         0.2932 / 0.2932   0.2987 / 0.2979     SSP
+    P topics 80k × 4k, 10   7.8·10⁵ 424         0.2932 / 0.2932   0.2979 / 0.2989 *   SSP
     N logistic 110k × 20k, 10 1.1·10⁶ 122       0.2132 / 0.2171   0.2234 / 0.2209     GD
 
 (* the switched defaults themselves; † 3 sweeps; otherwise SSP planned on its own at 4
@@ -121,7 +123,7 @@ grow with an item's raters while their noise does not, and noisy GD's test Recal
 rising (H: 0.2821 at ε = 5, 0.2818 at ε = 20, where SSP reaches 0.303). Below
 4·10⁵ (A, G; H and E at ε = 5) or with few raters per item on a large catalogue (K, 26.7k
 items) noisy GD leads or ties. Of the two generators made to test the rule, P (as predicted)
-gains +0.005 on test; N (predicted GD) would have gained +0.004 on test and +0.010 on
+gains +0.006 on test; N (predicted GD) would have gained +0.004 on test and +0.010 on
 validation with SSP: the count threshold is the rule's weak side (K at 144 loses 0.012 with
 SSP, N at 122 gains). SSP at d = 64 led on K (0.2738 / 0.2765; its fit took 116 s against
 noisy GD's 78 s) and trailed d = 32 on H (0.3016 / 0.3022); at λ = 10 SSP trailed λ = 20 on K
