@@ -43,10 +43,12 @@ def test_the_rule_is_fitted_on_the_other_generators_only():
 def test_a_fall_with_epsilon_is_named():
     logo = family.replay(_rows(TABLE))
     # the defaults: A 0.31 → 0.36, B 0.30 → 0.34, C 0.41 → 0.40 (falls)
-    assert family.not_monotone(logo) == ["C"]
+    ((g, drop, e, f),) = family.not_monotone(logo)
+    assert (g, e, f) == ("C", 5.0, 20.0) and drop == pytest.approx(-0.01)
     assert family.not_monotone(logo, tol=0.02) == []
     text = family.section(_rows(TABLE))
-    assert "all but C" in text and "within 0.01 of the tuned best in 4 of 6" in text
+    assert "all but C (-0.0100 from ε = 5 to 20)" in text
+    assert "within 0.01 of the tuned best in 4 of 6" in text
     assert text.count("\n| ") == 1 + 6            # the header row and one row per cell
 
 
