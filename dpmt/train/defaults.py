@@ -265,7 +265,8 @@ def solver_switch(cfg, noisy_users: float | None, noisy_counts=None) -> tuple[bo
     per_item = float(np.maximum(counts, 0.0).sum()) / max(counts.size, 1)
     n_eps = max(float(noisy_users), 1.0) * cfg.privacy.epsilon
     on = n_eps >= SSP_SCALE and per_item >= SSP_MIN_COUNT
-    return on, (f"n̂·ε = {n_eps:.3g} {'≥' if n_eps >= SSP_SCALE else '<'} {SSP_SCALE:g}, "
+    return on, (f"n̂·ε = {float(noisy_users):.0f}·{cfg.privacy.epsilon:g} "
+                f"{'≥' if n_eps >= SSP_SCALE else '<'} {SSP_SCALE:g}, "
                 f"released count per item {per_item:.0f} "
                 f"{'≥' if per_item >= SSP_MIN_COUNT else '<'} {SSP_MIN_COUNT:g}")
 
