@@ -178,8 +178,11 @@ def sampler_draws(cfg: TrainConfig, n_items: int, n_features: int | None = None
     Keyed by release name, for :func:`make_plan`'s ``draws``: the spectral start's
     ``K(K+1)/2`` (``K = min(n_items, spectral_items)``), per iteration the Gramian's
     ``d(d+1)/2`` and the item step's (its method's
-    :meth:`~dpmt.train.methods.ItemMethod.draws`). Public: a function of the config and the
-    data's shape only.
+    :meth:`~dpmt.train.methods.ItemMethod.draws`). For a config the solver rule may switch
+    (:func:`dpmt.train.defaults.switchable`) the item releases are charged at least the
+    switched phase's normals in all (SSP at d ≥ 38 draws more than noisy GD's 20 steps), so
+    that the switched run's δ is within the plan's (:func:`equivalent_iterations`). Public: a
+    function of the config and the data's shape only.
     """
 
     if not cfg.private:
