@@ -412,6 +412,7 @@ def main(args) -> int:
     rating_rows: list[dict] = []
     done: set[str] = set()
     invocations = 1
+    family_on = bool(getattr(args, "family", False))
     family_rows: list[dict] | None = None
     saved = out / "quality" / "quality.json"
     if args.resume and saved.is_file():
@@ -423,20 +424,20 @@ def main(args) -> int:
         rating_rows = [r for r in load_rating_rows(prev.get("rating_rows", []))
                        if r["dataset"] in rnames]
         done = {r["dataset"] for r in rows + rating_rows}
-        if getattr(args, "family", False) and prev.get("family_rows"):
+        if family_on and prev.get("family_rows"):
             family_rows = list(prev["family_rows"])
         t0 -= float(prev.get("seconds", 0.0))
         invocations = int(prev.get("invocations", 1)) + (
             len(done) < len(dsets) + len(rdsets)
-            or (getattr(args, "family", False) and family_rows is None))
-    n_family = (family.n_fits() if getattr(args, "family", False) and family_rows is None
+            or (family_on and family_rows is None))
+    n_family = (family.n_fits() if family_on and family_rows is None
                 else 0)
     bar = None if args.quiet else tqdm(total=sum(n_cells(d) for d in dsets)
                                        + sum(n_rating_cells(d) for d in rdsets) + n_family,
                                        unit="cell", desc="quality")
     command = ("dpmt quality" + (" --quick" if args.quick else "")
                + (" --no-ratings" if args.no_ratings else "")
-               + (" --family" if getattr(args, "family", False) else ""))
+               + (" --family" if family_on else ""))
     n_all = len(dsets) + len(rdsets)
     text = None
     for d in dsets:
@@ -455,7 +456,7 @@ def main(args) -> int:
         done.add(d.name)
         text = write_report(rows, dsets, out, command + _partial(done, n_all), time.time() - t0,
                             invocations, rating_rows, family_rows)
-    if getattr(args, "family", False) and family_rows is None:
+    if family_on and family_rows is None:
         family_rows = family.run_family(ex, bar=bar)
         text = None
     if bar is not None:
@@ -485,7 +486,7 @@ def add_arguments(p) -> None:
                    help="where datasets are read or fetched (default: data)")
     p.add_argument("--family", action="store_true",
                    help="also the generator family (benchmarks/family.py: 8 synthetic "
-                        "generators × ε 1, 5, 20 × 3 fits, about 45 minutes on 2 cores): the "
+                        "generators × ε 1, 5, 20 × 3 fits, about 25 minutes on 2 cores): the "
                         "defaults against a rule fitted leave-one-generator-out")
     p.add_argument("--resume", action="store_true",
                    help="keep the datasets an interrupted run in --out finished (from "
