@@ -282,8 +282,8 @@ def resolve(cfg, noisy_users: float | None, noisy_counts=None):
         cfg = switched_config(cfg)
         why.append(("solver", cfg.solver, reason))
         why += [(name, getattr(cfg, name), "SSP where the solver rule picks it")
-                for name in SSP_SWITCH if getattr(cfg, name) != getattr(before, name)
-                and name != "solver"]
+                for name in SSP_SWITCH
+                if name != "solver" and getattr(cfg, name) != getattr(before, name)]
     # the item step's own auto settings (noisy GD's steps): a rule that keeps the releases'
     # privacy (ItemMethod.equivalent_releases), so the plan made before n̂ still holds
     cfg, own = SOLVERS[cfg.solver].default_settings(cfg, noisy_users)
