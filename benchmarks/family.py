@@ -63,17 +63,29 @@ def n_fits(generators=None, epsilons=EPSILONS) -> int:
     return len(generators or FAMILY) * len(epsilons) * len(fits)
 
 
-def run_family(ex: ExecutionConfig, generators=None, epsilons=EPSILONS, bar=None
-               ) -> list[dict]:
+def finished(rows: list[dict], epsilons=EPSILONS) -> list[str]:
+    """The generators of ``rows`` with a row for every ε and candidate, in FAMILY's order."""
+    have = {(r["generator"], float(r["epsilon"]), r["candidate"]) for r in rows}
+    return [g for g in FAMILY
+            if all((g, float(e), c) in have for e in epsilons for c in CANDIDATES)]
+
+
+def run_family(ex: ExecutionConfig, generators=None, epsilons=EPSILONS, bar=None,
+               rows: list[dict] | None = None, save=None) -> list[dict]:
     """One row per (generator, ε, candidate): validation and test Recall@20, n̂·ε, seconds
-    of its fit, and the settings the defaults' rules chose."""
+    of its fit, and the settings the defaults' rules chose. ``rows`` of an interrupted run:
+    its :func:`finished` generators are kept, not trained again; ``save(rows)`` after every
+    generator (an interruption loses at most the generator it was in)."""
     from dpmt.runtime import release_compiled_code
     from dpmt.train.evaluate import evaluate
     from dpmt.train.loop import fit
     from dpmt.train.rundir import prepare_data
 
-    rows = []
+    done = finished(rows or [], epsilons)
+    rows = [r for r in rows or [] if r["generator"] in done]
     for name in generators or FAMILY:
+        if name in done:
+            continue
         base = base_config(FAMILY[name])
         split = prepare_data(base, ex)
         for eps in epsilons:
@@ -100,6 +112,8 @@ def run_family(ex: ExecutionConfig, generators=None, epsilons=EPSILONS, bar=None
                                  n_eps=split.train.n_users * eps,
                                  validation=va["overall"]["recall@20"],
                                  test=te["overall"]["recall@20"], seconds=sec))
+        if save is not None:
+            save(rows)
     return rows
 
 
@@ -151,8 +165,11 @@ def section(rows: list[dict]) -> str:
     """The QUALITY.md section of the family run."""
     logo = replay(rows)
     n_gen = len({r["generator"] for r in rows})
+    partial = ("" if n_gen >= len(FAMILY) else
+               f"*Partial: {n_gen} of {len(FAMILY)} generators; `dpmt quality --resume "
+               "--family` trains the others.* ")
     out = ["## Defaults fitted leave-one-generator-out (issue 28)", "",
-           f"{n_gen} synthetic generators ({', '.join(sorted({r['generator'] for r in rows}))};"
+           f"{partial}{n_gen} synthetic generators ({', '.join(sorted({r['generator'] for r in rows}))};"
            " `benchmarks/family.py`), seed 0, 2,000 + 2,000 held-out users, δ = 1e-6. For "
            f"each held-out generator and ε the rule takes the candidate ({', '.join(CANDIDATES)})"
            " with the best mean validation Recall@20 over the other generators, scored on the "

@@ -429,9 +429,11 @@ def main(args) -> int:
         t0 -= float(prev.get("seconds", 0.0))
         invocations = int(prev.get("invocations", 1)) + (
             len(done) < len(dsets) + len(rdsets)
-            or (family_on and family_rows is None))
-    n_family = (family.n_fits() if family_on and family_rows is None
-                else 0)
+            or (family_on and len(family.finished(family_rows or [])) < len(family.FAMILY)))
+    # the generators still to train (an interrupted family run kept the ones it finished)
+    family_todo = ([g for g in family.FAMILY if g not in family.finished(family_rows or [])]
+                   if family_on else [])
+    n_family = family.n_fits(family_todo) if family_todo else 0
     bar = None if args.quiet else tqdm(total=sum(n_cells(d) for d in dsets)
                                        + sum(n_rating_cells(d) for d in rdsets) + n_family,
                                        unit="cell", desc="quality")
@@ -456,8 +458,15 @@ def main(args) -> int:
         done.add(d.name)
         text = write_report(rows, dsets, out, command + _partial(done, n_all), time.time() - t0,
                             invocations, rating_rows, family_rows)
-    if family_on and family_rows is None:
-        family_rows = family.run_family(ex, bar=bar)
+    if family_todo:
+        def save_family(part: list[dict]) -> None:
+            n_done = len(family.finished(part))
+            label = "" if n_done >= len(family.FAMILY) else (
+                f" (partial: {n_done} of {len(family.FAMILY)} family generators)")
+            write_report(rows, dsets, out, command + _partial(done, n_all) + label,
+                         time.time() - t0, invocations, rating_rows, part)
+
+        family_rows = family.run_family(ex, bar=bar, rows=family_rows, save=save_family)
         text = None
     if bar is not None:
         bar.close()
@@ -489,7 +498,8 @@ def add_arguments(p) -> None:
                         "generators × ε 1, 5, 20 × 3 fits, about 25 minutes on 2 cores): the "
                         "defaults against a rule fitted leave-one-generator-out")
     p.add_argument("--resume", action="store_true",
-                   help="keep the datasets an interrupted run in --out finished (from "
+                   help="keep the datasets (and, with --family, the family generators) "
+                        "an interrupted run in --out finished (from "
                         "DIR/quality/quality.json) and run only the others")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 

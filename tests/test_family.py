@@ -74,3 +74,65 @@ def test_the_report_carries_the_family_section_and_its_rows(tmp_path):
     assert saved["family_rows"] == rows
     plain = write_report([], [], tmp_path / "plain", "dpmt quality", 1.0)
     assert "leave-one-generator-out" not in plain
+
+
+def test_an_interrupted_family_run_keeps_its_finished_generators(tmp_path, monkeypatch):
+    """``dpmt quality --family`` saves after every generator; ``--resume --family`` trains
+    only the generators it had not finished (a half-done one again). Fits are faked: this
+    checks the bookkeeping, not the models."""
+    import argparse
+    import json
+    import sys
+    from types import SimpleNamespace
+
+    import dpmt.runtime
+    import dpmt.train.evaluate
+    import dpmt.train.loop
+    import dpmt.train.rundir
+    from benchmarks import quality
+    from dpmt.config import TrainConfig
+
+    calls = []
+    stop_at = {"generator": family.FAMILY["C steep"]}
+
+    def fake_fit(train, cfg, execution=None):
+        if cfg.data.dataset == stop_at["generator"] and len(calls) % 3 == 1:
+            raise KeyboardInterrupt          # inside C, after one of its fits
+        calls.append(cfg.data.dataset)
+        return SimpleNamespace(config=TrainConfig(solver=cfg.solver, reg=cfg.reg or 3.0,
+                                                  popularity_prior=0.25))
+
+    monkeypatch.setattr(dpmt.train.loop, "fit", fake_fit)
+    monkeypatch.setattr(dpmt.train.rundir, "prepare_data", lambda cfg, ex: SimpleNamespace(
+        train=SimpleNamespace(n_users=100), validation=None, test=None))
+    # the module (dpmt.train re-exports a function of the same name)
+    monkeypatch.setattr(sys.modules["dpmt.train.evaluate"], "evaluate",
+                        lambda *a, **k: {"overall": {"recall@20": 0.3}})
+    monkeypatch.setattr(dpmt.runtime, "release_compiled_code", lambda: None)
+    monkeypatch.setattr(quality, "datasets", lambda quick: [])
+    monkeypatch.setattr(quality, "rating_datasets", lambda quick: [])
+    args = argparse.Namespace(out=str(tmp_path), quick=False, no_ratings=True, data_dir="data",
+                              resume=False, quiet=True, family=True)
+    with pytest.raises(KeyboardInterrupt):
+        quality.main(args)
+    saved = json.loads((tmp_path / "quality" / "quality.json").read_text(encoding="utf-8"))
+    kept = saved["family_rows"]
+    assert family.finished(kept) == ["A base", "B rank64"]
+    assert len(kept) == 2 * 3 * len(family.CANDIDATES)
+    report = (tmp_path / "QUALITY.md").read_text(encoding="utf-8")
+    assert "partial: 2 of 8 family generators" in report and "*Partial: 2 of 8" in report
+    assert calls.count(family.FAMILY["C steep"]) == 1            # C was cut off mid-way
+
+    calls.clear()
+    stop_at["generator"] = None
+    quality.main(argparse.Namespace(**{**vars(args), "resume": True}))
+    saved = json.loads((tmp_path / "quality" / "quality.json").read_text(encoding="utf-8"))
+    # only the six unfinished generators trained, C from its start: 3 ε × 3 distinct fits
+    assert sorted(set(calls)) == sorted(family.FAMILY[g] for g in list(family.FAMILY)[2:])
+    assert len(calls) == 6 * 3 * 3
+    assert saved["family_rows"][:len(kept)] == kept
+    assert family.finished(saved["family_rows"]) == list(family.FAMILY)
+    assert saved["invocations"] == 2
+    report = (tmp_path / "QUALITY.md").read_text(encoding="utf-8")
+    assert "partial" not in report.split("\n## Defaults fitted")[0]
+    assert "*Partial" not in report and "in 24 of 24 cells" in report
