@@ -85,14 +85,15 @@ def _mix(x: np.ndarray) -> np.ndarray:
         return x ^ (x >> np.uint64(31))
 
 
-def target_mask(ratings: Ratings, key: int) -> np.ndarray:
+def target_mask(ratings: Ratings, key: int, salts: np.ndarray | None = None) -> np.ndarray:
     """bool (nnz,): which ratings are targets. Rating (j, i) is one when
     mix(key ⊕ mix(s_j) ⊕ mix(i)) / 2⁶⁴ < :data:`TARGET_SHARE`, with the salt s_j the sum of
     mix(i) over j's own items: a function of ``key`` (secret, 64-bit) and user j's own
-    ratings only."""
-    h_item = _mix(ratings.item.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15))
+    ratings only (``salts``: :func:`_salts`, when the caller has them)."""
+    h_item = _item_hashes(ratings)
+    salts = _salts(ratings, h_item) if salts is None else salts
     with np.errstate(over="ignore"):
-        h = _mix(np.uint64(key) ^ _mix(_salts(ratings)[ratings.user]) ^ h_item)
+        h = _mix(np.uint64(key) ^ _mix(salts[ratings.user]) ^ h_item)
     return h < np.uint64(int(TARGET_SHARE * 2.0 ** 64))
 
 
@@ -101,23 +102,32 @@ def _subset(r: Ratings, mask: np.ndarray) -> Ratings:
                    user_ids=r.user_ids, item_ids=r.item_ids)
 
 
-def _salts(ratings: Ratings) -> np.ndarray:
-    """s_j (n_users,) uint64: the sum (mod 2⁶⁴) of mix(i) over user j's items."""
-    h_item = _mix(ratings.item.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15))
+def _item_hashes(ratings: Ratings) -> np.ndarray:
+    """mix(i) (nnz,) uint64 of every rating's item."""
+    return _mix(ratings.item.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15))
+
+
+def _salts(ratings: Ratings, h_item: np.ndarray | None = None) -> np.ndarray:
+    """s_j (n_users,) uint64: the sum (mod 2⁶⁴) of mix(i) over user j's items (``h_item``:
+    :func:`_item_hashes`, when the caller has them)."""
+    h_item = _item_hashes(ratings) if h_item is None else h_item
     salt = np.zeros(ratings.n_users, np.uint64)
     with np.errstate(over="ignore"):
         np.add.at(salt, ratings.user, h_item)
     return salt
 
 
-def scored_users(ratings: Ratings, key: int, share: float) -> np.ndarray:
+def scored_users(ratings: Ratings, key: int, share: float,
+                 salts: np.ndarray | None = None) -> np.ndarray:
     """bool (n_users,): the users whose recalls are summed, each with probability ``share``
     by the keyed hash of their salt (a function of ``key`` and the user's own ratings; at
-    ``share`` ≥ 1 every user). Bounds the cost on large data; the sensitivity stays √K."""
+    ``share`` ≥ 1 every user). Bounds the cost on large data; the sensitivity stays √K.
+    ``salts``: :func:`_salts`, when the caller has them."""
     if share >= 1.0:
         return np.ones(ratings.n_users, bool)
     with np.errstate(over="ignore"):
-        h = _mix(np.uint64(key) ^ np.uint64(0xD1B54A32D192ED03) ^ _mix(_salts(ratings)))
+        h = _mix(np.uint64(key) ^ np.uint64(0xD1B54A32D192ED03)
+                 ^ _mix(_salts(ratings) if salts is None else salts))
     return h < np.uint64(int(max(share, 0.0) * 2.0 ** 64))
 
 
@@ -242,8 +252,9 @@ def recall_sums(V: np.ndarray, prior: np.ndarray | None, clip: float | None,
     excluded; 0 without targets. Users in batches of at most :data:`BATCH_USERS` and
     :data:`MAX_PADDED` padded history entries, by history length (the padding stays
     small); a candidate listed twice is computed once."""
-    mask = target_mask(ratings, key)
-    keep = scored_users(ratings, key, share)
+    salts = _salts(ratings)                             # hashed once for both
+    mask = target_mask(ratings, key, salts)
+    keep = scored_users(ratings, key, share, salts)
     history, targets = _subset(ratings, ~mask), _subset(ratings, mask)
     n_t = np.bincount(targets.user, minlength=ratings.n_users)
     users = np.flatnonzero((n_t > 0) & keep)           # the others add 0 to every S_c
