@@ -28,6 +28,12 @@ DATA = dict(n_users=6000, n_items=300, n_interactions=60_000, seed=1, alpha=0.0,
             user_activity_sigma=0.0)
 
 
+#: every ε = 20 run and plan below has this plan (2 iterations at d = 8; the rule and the
+#: scaling read neither): calibrating it at ε = 20 takes ~10 s, and calibrate memoises it, so
+#: the module pays for it once instead of four times
+FAST = dict(iterations=2, dim=8)
+
+
 @pytest.fixture(scope="module")
 def ratings():
     return make_synthetic(**DATA)
@@ -58,7 +64,7 @@ def test_equivalent_releases_have_the_plans_privacy(eps):
     (so the same Gaussian mechanism), the plan's δ charged, and dp_accounting's ε of the
     whole run equal to the plan's (to its discretisation) and within the target. Fails if
     the noise were scaled by anything but √(K/20), or the count left at 20."""
-    cfg = TrainConfig(data=dict(dataset="synthetic"), privacy=dict(epsilon=eps))
+    cfg = TrainConfig(data=dict(dataset="synthetic"), privacy=dict(epsilon=eps), **FAST)
     plan = make_plan(cfg, draws=sampler_draws(cfg, 300))
     model_cfg, _ = resolve(cfg, FAST_SCALE / eps)
     new = resolved_plan(plan, cfg, model_cfg)
@@ -90,7 +96,7 @@ def test_equivalent_releases_have_the_plans_privacy(eps):
 
 
 def test_a_fast_run_uses_the_scaled_noise_and_spends_the_planned_epsilon(ratings):
-    cfg = TrainConfig(iterations=2, privacy=dict(epsilon=20.0, noise_seed=0))
+    cfg = TrainConfig(privacy=dict(epsilon=20.0, noise_seed=0), **FAST)
     run = setup(ratings, cfg, execution=QUIET)
     planned = make_plan(cfg, draws=sampler_draws(cfg, ratings.n_items))
     assert run.model_cfg.gd.steps == FAST_STEPS and run.noisy_n * 20.0 >= FAST_SCALE
@@ -113,7 +119,8 @@ def test_a_fast_run_uses_the_scaled_noise_and_spends_the_planned_epsilon(ratings
 
 def test_below_the_scale_nothing_changes(ratings):
     """n̂·ε < 10⁵: the rule's 20 steps are the old default's, bit for bit."""
-    cfg = TrainConfig(iterations=1, privacy=dict(epsilon=5.0, noise_seed=0))
+    # d = 8: the kernels the ε = 20 runs compiled
+    cfg = TrainConfig(iterations=1, dim=8, privacy=dict(epsilon=5.0, noise_seed=0))
     auto = fit(ratings, cfg, execution=QUIET)
     old = fit(ratings, cfg.replace(gd=dict(steps=20)), execution=QUIET)
     assert auto.config.gd.steps == 20
@@ -127,7 +134,7 @@ def test_no_equivalent_keeps_the_planned_steps(ratings, monkeypatch):
     method = method_of(TrainConfig())
     monkeypatch.setattr(type(method), "equivalent_releases", lambda self, planned, cfg:
                         planned if cfg.gd.planned_steps == planned[0].count else None)
-    run = setup(ratings, TrainConfig(iterations=1, privacy=dict(epsilon=20.0, noise_seed=0)),
+    run = setup(ratings, TrainConfig(privacy=dict(epsilon=20.0, noise_seed=0), **FAST),
                 execution=QUIET)
     assert run.model_cfg.gd.steps == PLANNED_GD_STEPS
     assert run.model_cfg.gd.learning_rate == 0.01
@@ -135,7 +142,8 @@ def test_no_equivalent_keeps_the_planned_steps(ratings, monkeypatch):
 
 
 def test_a_fast_run_resumes_bit_identically(ratings, tmp_path):
-    cfg = TrainConfig(iterations=3, dim=8, privacy=dict(epsilon=20.0, noise_seed=0))
+    # stopped after the first of 2 iterations: the second is trained after the resume
+    cfg = TrainConfig(privacy=dict(epsilon=20.0, noise_seed=0), **FAST)
     ref = fit(ratings, cfg, execution=QUIET, run_dir=tmp_path / "ref")
 
     class Crash(Exception):

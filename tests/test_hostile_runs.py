@@ -105,13 +105,14 @@ def test_b4_a_half_rewritten_directory_is_never_continued_under_another_config(
     with pytest.raises(Interrupt):
         dpmt.run(_cfg(epsilon=1.0), out, execution=QUIET)
     monkeypatch.undo()
-    # a second start with another ε is refused: the directory holds an unfinished run
-    assert cli(["train", "--dataset", DATASET, "--iterations", 3, "--epsilon", 20,
+    # a second start with another ε is refused: the directory holds an unfinished run (ε = 2,
+    # not 20: each start calibrates its plan first, and ε = 20's takes ~6x as long)
+    assert cli(["train", "--dataset", DATASET, "--iterations", 3, "--epsilon", 2,
                 "--out", out, *SMALL]) == 2
-    # the attack: config.json rewritten to ε = 20 while the checkpoint is ε = 1's
-    (out / "trainer" / "config.json").write_text(_cfg(epsilon=20.0).to_json())
+    # the attack: config.json rewritten to ε = 2 while the checkpoint is ε = 1's
+    (out / "trainer" / "config.json").write_text(_cfg(epsilon=2.0).to_json())
     with pytest.raises(DataError, match="another configuration"):
-        dpmt.run(_cfg(epsilon=20.0), out, execution=QUIET, resume=True)
+        dpmt.run(_cfg(epsilon=2.0), out, execution=QUIET, resume=True)
     # with the right config back, the ε = 1 run resumes and spends exactly ε = 1
     (out / "trainer" / "config.json").write_text(_cfg(epsilon=1.0).to_json())
     m = dpmt.run(_cfg(epsilon=1.0), out, execution=QUIET, resume=True)

@@ -175,32 +175,48 @@ def _shard_users(r, processes):
     return [r.select(shard == p) for p in range(processes)]
 
 
+def _config(solver, weights, noise_seed=0):
+    return TrainConfig(solver=solver, weights=weights, dim=8,
+                       iterations=2, count_cap=8, budget=8, data=dict(dataset="synthetic"),
+                       privacy=dict(epsilon=2.0, noise_seed=noise_seed))
+
+
+_FITS: dict = {}
+
+
+def _fits_on_processes(fit_ratings, solver, weights, P) -> list:
+    """Every process's model for P processes holding disjoint users, each splitting its own
+    users. Memoised: the test below and the noise test read the same fits (each process's
+    shard has its own shapes, so each fit compiles its own kernels: ~5 s a shard)."""
+    if (solver, weights, P) not in _FITS:
+        cfg = _config(solver, weights)
+        ex = ExecutionConfig(progress=False, sharded_data=True)
+        procs = ThreadProcesses(P)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(collectives, "process_sum", procs.sum)
+
+            def train(shard):
+                split = per_user_split(shard, seed=0)
+                return fit(split.train, cfg, test=split.test, execution=ex)
+
+            models = procs.run(train, [(s,) for s in _shard_users(fit_ratings, P)])
+        assert procs.calls > 0 or P == 1
+        _FITS[solver, weights, P] = models
+    return _FITS[solver, weights, P]
+
+
 @pytest.mark.parametrize("solver,weights", [("ssp", "uniform"), ("gd", "adaptive")])
-def test_two_and_three_processes_make_the_one_process_model(fit_ratings, monkeypatch, solver,
-                                                             weights):
+def test_two_and_three_processes_make_the_one_process_model(fit_ratings, solver, weights):
     """The same releases (ledger), V to float32 round-off and the same Recall@20 for 1, 2
     and 3 processes holding disjoint users, with user caps and sampled weights active (so a
     cap or a sample drawn by position, not by id, would fail it)."""
-    cfg = TrainConfig(solver=solver, weights=weights, dim=8,
-                      iterations=2, count_cap=8, budget=8, data=dict(dataset="synthetic"),
-                      privacy=dict(epsilon=2.0, noise_seed=0))
-    ex = ExecutionConfig(progress=False, sharded_data=True)
-    ratings = fit_ratings
-    assert ratings.user_counts().max() > 8          # the cap and the sample both bite
+    assert fit_ratings.user_counts().max() > 8          # the cap and the sample both bite
     results = {}
     for P in (1, 2, 3):
-        procs = ThreadProcesses(P)
-        monkeypatch.setattr(collectives, "process_sum", procs.sum)
-
-        def train(shard):
-            split = per_user_split(shard, seed=0)
-            return fit(split.train, cfg, test=split.test, execution=ex)
-
-        models = procs.run(train, [(s,) for s in _shard_users(ratings, P)])
+        models = _fits_on_processes(fit_ratings, solver, weights, P)
         V = [m.item_embeddings for m in models]
         assert all(np.array_equal(v, V[0]) for v in V)      # every process the same V
         results[P] = models[0]
-        assert procs.calls > 0 or P == 1
     one = results[1]
     for P in (2, 3):
         m = results[P]
@@ -213,19 +229,16 @@ def test_two_and_three_processes_make_the_one_process_model(fit_ratings, monkeyp
             one.metrics["overall"]["recall@20"], abs=1e-3)
 
 
-def test_the_noise_is_added_once_to_the_sum_not_per_process(fit_ratings, monkeypatch):
+def test_the_noise_is_added_once_to_the_sum_not_per_process(fit_ratings):
     """If each process noised its own part (or the noise were drawn before the sum), the
-    two-process V would differ from the one-process V by far more than round-off."""
-    cfg = TrainConfig(solver="ssp", dim=8, iterations=1, data=dict(dataset="synthetic"),
-                      privacy=dict(epsilon=2.0, noise_seed=0))
-    ex = ExecutionConfig(progress=False, sharded_data=True)
-    ratings = fit_ratings
-    one = fit(ratings, cfg, execution=ex).item_embeddings
-    other = fit(ratings, cfg.replace(privacy=dict(noise_seed=1)), execution=ex).item_embeddings
-    procs = ThreadProcesses(2)
-    monkeypatch.setattr(collectives, "process_sum", procs.sum)
-    two = procs.run(lambda s: fit(s, cfg, execution=ex).item_embeddings,
-                    [(s,) for s in _shard_users(ratings, 2)])[0]
+    two-process V would differ from the one-process V by far more than round-off. (The one-
+    and two-process SSP fits of the test above; only the other secret's fit is new, and it
+    reuses the one-process fit's kernels.)"""
+    one, two = (_fits_on_processes(fit_ratings, "ssp", "uniform", P)[0].item_embeddings
+                for P in (1, 2))
+    split = per_user_split(fit_ratings, seed=0)
+    other = fit(split.train, _config("ssp", "uniform", noise_seed=1), test=split.test,
+                execution=ExecutionConfig(progress=False, sharded_data=True)).item_embeddings
     assert np.abs(two - one).max() <= 1e-4 * max(1.0, np.abs(one).max())
     # and the sum is what is noised: a different secret moves V by the noise's size
     assert np.abs(other - one).max() > 100 * np.abs(two - one).max()

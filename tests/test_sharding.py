@@ -138,7 +138,7 @@ def test_two_processes_share_process_zeros_secret(tmp_path):
 
 
 FIT_SCRIPT = textwrap.dedent("""
-    import json
+    import json, pathlib, tempfile
     import jax, numpy as np
     from dpmt.config import ExecutionConfig, GDConfig, TrainConfig, route
     from dpmt.data import make_synthetic, per_user_split
@@ -156,7 +156,7 @@ FIT_SCRIPT = textwrap.dedent("""
                        seed=5)
     split = per_user_split(r, seed=0)
     feats = np.random.default_rng(0).normal(size=(r.n_items, 5)).astype(np.float32)
-    out = {}
+    out, resumed = {}, {}
     variants = {"ssp": dict(solver="ssp"), "gd": dict(solver="gd"),
                 # warm-started CG item and user solves (the starting points replicated)
                 "ssp-cg": dict(solver="ssp", item_solve="cg", user_solve="cg"),
@@ -179,6 +179,32 @@ FIT_SCRIPT = textwrap.dedent("""
             runs[D] = fit(split.train, base, test=split.test, item_features=feats,
                           execution=ExecutionConfig(devices=D, progress=False))
             traces[D] = {k: v - before.get(k, 0) for k, v in trace_count().items()}
+        if solver in RESUME:
+            # stopped after iteration 1 of 2 on the largest mesh and resumed: the same
+            # program as the runs above, so nothing compiles again
+            D, tmp = max(DEVICES), pathlib.Path(tempfile.mkdtemp())
+            ex = ExecutionConfig(devices=D, progress=False)
+            kw = dict(test=split.test, item_features=feats, execution=ex)
+            ref = fit(split.train, base, run_dir=tmp / "ref", **kw)
+
+            class Crash(Exception):
+                pass
+
+            class StopAfter:
+                def on_iteration(self, run):
+                    if run.state.iteration == 1:
+                        raise Crash
+
+            try:
+                fit(split.train, base, run_dir=tmp / "cut", callbacks=(StopAfter(),), **kw)
+            except Crash:
+                pass
+            stopped = int(np.load(tmp / "cut" / "checkpoint.npz")["iteration"])
+            back = fit(split.train, base, run_dir=tmp / "cut", resume=True, **kw)
+            resumed[solver] = {
+                "devices": D, "stopped_at": stopped,
+                "equal": bool(np.array_equal(back.item_embeddings, ref.item_embeddings)),
+                "eps": [back.epsilon, ref.epsilon]}
         V1 = runs[1].item_embeddings
         out[solver] = {str(D): {
             "dV": float(np.abs(res.item_embeddings - V1).max()),
@@ -188,33 +214,52 @@ FIT_SCRIPT = textwrap.dedent("""
             "recall1": runs[1].metrics["overall"]["recall@20"],
             "sharded_fast_gd": traces[D].get("sharded_fast_noisy_gradient", 0),
             "segmented": runs_segmented(split.train, base, D)} for D, res in runs.items()}
-    print("RESULT" + json.dumps(out))
+    print("RESULT" + json.dumps({"fits": out, "resumed": resumed}))
 """)
 
 
 ALL_VARIANTS = ("ssp", "ssp-cg", "gd", "gd-mlp", "gd-poisson")
 
 
-@pytest.mark.parametrize("variants, devices", [
-    # default suite: SSP (Cholesky and CG solves) and GD's embedding path (the cross-device
-    # norm all-reduce), 1 vs 4
-    (("ssp", "ssp-cg", "gd"), (1, 4)),
-    # make test-slow: every path on 1, 2 and 4 devices
-    pytest.param(ALL_VARIANTS, (1, 2, 4), marks=pytest.mark.slow)])
-def test_fit_gives_the_same_model_on_1_2_4_devices(variants, devices):
-    """fit(..., execution=ExecutionConfig(devices=N)) / `--devices N`: the user step and the
-    item step (SSP; noisy GD by items, or by users with the MLP encoder; full batch and
-    Poisson-sampled) sharded; same seed → same released V and same ε on 1, 2, 4 devices."""
+DEFAULT_VARIANTS, DEFAULT_DEVICES = ("ssp", "ssp-cg", "gd"), (1, 4)
+#: resumed on the largest mesh in the same process as the fits (test_resume_on_a_mesh_...)
+RESUMED = ("gd", "ssp")
+
+
+def _fits_on_devices(variants, devices, resume=()) -> dict:
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     env.pop("XLA_FLAGS", None)
     # devices come from request_devices (jax_num_cpu_devices), as under `dpmt train --devices`
     code = ("from dpmt.solvers.sharding import request_devices; request_devices(4)\n"
-            f"WANTED, DEVICES = {variants!r}, {devices!r}\n" + FIT_SCRIPT)
+            f"WANTED, DEVICES, RESUME = {variants!r}, {devices!r}, {resume!r}\n" + FIT_SCRIPT)
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     line = [x for x in p.stdout.splitlines() if x.startswith("RESULT")][-1]
-    res = json.loads(line[len("RESULT"):])
+    return json.loads(line[len("RESULT"):])
+
+
+@pytest.fixture(scope="module")
+def default_fits():
+    """One process for the default suite's fits and resumes: compiling the steps for each
+    mesh is most of its time, and the resumed runs are the same programs."""
+    return _fits_on_devices(DEFAULT_VARIANTS, DEFAULT_DEVICES, RESUMED)
+
+
+@pytest.mark.parametrize("variants, devices", [
+    # default suite: SSP (Cholesky and CG solves) and GD's embedding path (the cross-device
+    # norm all-reduce), 1 vs 4
+    (DEFAULT_VARIANTS, DEFAULT_DEVICES),
+    # make test-slow: every path on 1, 2 and 4 devices
+    pytest.param(ALL_VARIANTS, (1, 2, 4), marks=pytest.mark.slow)])
+def test_fit_gives_the_same_model_on_1_2_4_devices(variants, devices, request):
+    """fit(..., execution=ExecutionConfig(devices=N)) / `--devices N`: the user step and the
+    item step (SSP; noisy GD by items, or by users with the MLP encoder; full batch and
+    Poisson-sampled) sharded; same seed → same released V and same ε on 1, 2, 4 devices."""
+    if (variants, devices) == (DEFAULT_VARIANTS, DEFAULT_DEVICES):
+        res = request.getfixturevalue("default_fits")["fits"]
+    else:
+        res = _fits_on_devices(variants, devices)["fits"]
     assert set(res) == set(variants)
     for solver in res:
         assert sorted(int(D) for D in res[solver]) == sorted(devices)
@@ -230,6 +275,20 @@ def test_fit_gives_the_same_model_on_1_2_4_devices(variants, devices):
             if solver.startswith("ssp") and D != "1":
                 assert not v["segmented"], (solver, D, v)    # the sharded SSP reads buckets
         assert res[solver]["1"]["scale"] > 0
+
+
+def test_resume_on_a_mesh_is_bit_identical(default_fits):
+    """The CG user step's warm start (the checkpoint's U) also on a mesh: a sharded run
+    stopped after iteration 1 and resumed gives exactly the uninterrupted model (noisy GD on
+    the pre-gathered blocks, and SSP) — `dpmt train` runs on every core by default. (Run on
+    4 devices in the process of the 1-vs-4-device fits, whose kernels it reuses; it was a
+    process of its own on 2 devices, ~35 s.)"""
+    res = default_fits["resumed"]
+    assert set(res) == set(RESUMED)
+    for solver, v in res.items():
+        assert v["devices"] == 4 and v["stopped_at"] == 1, (solver, v)
+        assert v["equal"], (solver, v)
+        assert v["eps"][0] == v["eps"][1]
 
 
 def test_devices_beyond_what_jax_sees_is_a_clear_error():
@@ -389,50 +448,3 @@ def test_sharded_noisy_gd_blocks_match_one_device_and_clip_whole_users():
         assert v["clipped"] >= 3 and v["segments_sharded"] == D
         np.testing.assert_allclose(v["alone"], v["want"], rtol=1e-4, atol=1e-6)
         assert max(v["alone"]) <= 1.5 * (1 + 1e-5)
-
-
-RESUME_SCRIPT = textwrap.dedent("""
-    import json, sys, tempfile, pathlib
-    import numpy as np
-    import dpmt
-    from dpmt.config import ExecutionConfig, TrainConfig
-    from dpmt.data import make_synthetic
-
-    tmp = pathlib.Path(tempfile.mkdtemp())
-    ex = ExecutionConfig(progress=False, devices=2)
-    # a narrow spread of user activity: few layout buckets, so fewer kernels to compile
-    r = make_synthetic(n_users=300, n_items=100, n_interactions=6000, user_activity_sigma=0.3,
-                       seed=3)
-    out = {}
-    for solver in ("gd", "ssp"):
-        cfg = TrainConfig(dim=4, iterations=4, budget=10.0, user_solve="cg", cg_steps=2,
-                          solver=solver, privacy=dict(epsilon=3.0, noise_seed=0))
-        ref = dpmt.fit(r, cfg, execution=ex, run_dir=tmp / (solver + "ref"))
-
-        class Crash(Exception):
-            pass
-
-        class StopAfter:
-            def on_iteration(self, run):
-                if run.state.iteration == 2:
-                    raise Crash
-
-        try:
-            dpmt.fit(r, cfg, execution=ex, run_dir=tmp / solver, callbacks=(StopAfter(),))
-        except Crash:
-            pass
-        back = dpmt.fit(r, cfg, execution=ex, run_dir=tmp / solver, resume=True)
-        out[solver] = {"equal": bool(np.array_equal(back.item_embeddings, ref.item_embeddings)),
-                       "eps": [back.epsilon, ref.epsilon]}
-    print("RESULT" + json.dumps({"2": out}))
-""")
-
-
-def test_resume_on_two_devices_is_bit_identical():
-    """The CG user step's warm start (the checkpoint's U) also on a mesh: a sharded run
-    stopped after iteration 2 and resumed gives exactly the uninterrupted model (noisy GD on
-    the pre-gathered blocks, and SSP) — `dpmt train` runs on every core by default."""
-    res = run_on_devices(RESUME_SCRIPT, 2)
-    for solver, v in res[2].items():
-        assert v["equal"], (solver, v)
-        assert v["eps"][0] == v["eps"][1]

@@ -26,7 +26,8 @@ from dpmt.privacy.randomness import SEEDED_WARNING, NoiseSource
 from dpmt.privacy.selection import (draw_repetitions, noisy_score, same_event, tnb_gamma,
                                     tnb_mean)
 
-DATASET = "synthetic:users=300,items=60,interactions=6000"
+# sigma=0.3: a narrow spread of user activity, so few user-layout buckets (kernels to compile)
+DATASET = "synthetic:users=300,items=60,interactions=6000,sigma=0.3"
 BASE = TrainConfig(dim=4, iterations=1, data=dict(dataset=DATASET, split="heldout-users",
                                                   heldout_users=30), privacy=dict(epsilon=5.0))
 ARGS = ["--dataset", DATASET, "--dim", "4", "--iterations", "1", "--split", "heldout-users",
