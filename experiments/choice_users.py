@@ -13,7 +13,9 @@ plan's σ): each user is then in exactly one release, the training's or the choi
 Validation and test Recall@20 of the resulting model, the candidate chosen and the exact
 (noiseless) sums; ``--choice-users 0`` records them on the library's own path. Run on the
 tree with ``git apply experiments/popular_candidate.patch`` for the tenth, popularity-led
-candidate (η = 16) that was tried and not kept.
+candidate (η = 16) that was tried and not kept. ``--parallel`` gives the choice the noise of
+one Gaussian release at the whole (ε, δ) (the users kept out are in no training release: a
+parallel composition), the training still paying the plan's share for it (conservative).
 Reproducible noise (``noise_seed``): an experiment; its models are not published.
 
     python -m experiments.choice_users --only B --epsilons 5 20 --seeds 0 1 \\
@@ -25,14 +27,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import time
 from unittest import mock
 
+import dp_accounting
 import numpy as np
 
 from dpmt.config import TrainConfig, route
 from dpmt.data.ratings import Ratings
 from dpmt.train import fold_in_choice as fc
+from dpmt.train import loop
 from dpmt.train.loop import fit
 from dpmt.train.rundir import prepare_data
 from experiments.solver_rule import EX, FAMILY, LARGE, scores
@@ -55,6 +60,18 @@ def split_users(train: Ratings, n_choice: int, seed: int) -> tuple[Ratings, Rati
     return part(~chosen), part(chosen)
 
 
+def full_epsilon_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
+    """σ of one Gaussian release of L2 ``sensitivity`` at (ε, δ) alone (dp_accounting's PLD
+    accountant, the noise multiplier by bisection)."""
+    lo, hi = 1e-3, 1e3
+    for _ in range(80):
+        z = math.sqrt(lo * hi)
+        acc = dp_accounting.pld.PLDAccountant()
+        acc.compose(dp_accounting.GaussianDpEvent(z))
+        lo, hi = (z, hi) if acc.get_epsilon(delta) > epsilon else (lo, z)
+    return hi * sensitivity
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
@@ -64,6 +81,9 @@ def main(argv=None) -> int:
     ap.add_argument("--choice-users", type=int, default=2000,
                     help="users kept out of training for the choice (0: the library's path, "
                          "the training users, with the exact sums recorded)")
+    ap.add_argument("--parallel", action="store_true",
+                    help="the choice's noise at the whole (ε, δ) (a parallel composition: "
+                         "the choice users are in no training release), not the plan's share")
     args = ap.parse_args(argv)
     rows = []
     for name, spec in {**FAMILY, **LARGE}.items():
@@ -87,13 +107,31 @@ def main(argv=None) -> int:
                                  real(V, prior, clip, cands, choice, key, 1.0))
                 return seen["exact"]
 
+            real_charge, real_choose = loop.charge, fc.choose
+
+            def charge_spy(ledger, release):
+                sigma = real_charge(ledger, release)
+                if release is not None and release.name == "fold_in_choice":
+                    seen["sigma_plan"] = sigma
+                return sigma
+
+            def choose_at_full_epsilon(noisy):
+                z = (np.asarray(noisy) - seen["exact"]) / seen["sigma_plan"]
+                return real_choose(seen["exact"] + seen["sigma_full"] * z)
+
             for eps in args.epsilons:
                 cfg = base.replace(**route({"epsilon": eps}))
+                seen["sigma_full"] = full_epsilon_sigma(eps, 1e-6, fc.sensitivity())
                 t0 = time.time()
-                with mock.patch.object(fc, "recall_sums", on_choice_users):
+                with mock.patch.object(fc, "recall_sums", on_choice_users), \
+                        mock.patch.object(loop, "charge", charge_spy), \
+                        mock.patch.object(fc, "choose", choose_at_full_epsilon
+                                          if args.parallel else real_choose):
                     m = fit(fit_users, cfg, execution=EX)
                 row = dict(generator=name, seed=seed, epsilon=eps,
-                           choice_users=args.choice_users,
+                           choice_users=args.choice_users, parallel=args.parallel,
+                           sigma_plan=seen.get("sigma_plan"),
+                           sigma_full=seen["sigma_full"] if args.parallel else None,
                            fold_in=[m.config.fold_in_reg, m.config.fold_in_gravity],
                            eta=m.config.popularity_prior,
                            exact_sums=[round(float(s), 2) for s in seen["exact"]],
