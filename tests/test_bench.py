@@ -68,7 +68,7 @@ def tiny(tmp_path_factory):
     path = tmp_path_factory.mktemp("bench") / "r.json"
     p = argparse.ArgumentParser()
     bench.add_arguments(p)
-    args = p.parse_args(["--interactions", "20000", "--dim", "4", "--json", str(path),
+    args = p.parse_args(["--interactions", "5000", "--dim", "4", "--json", str(path),
                          "--iterations", "1", "--quiet", "--matmul-size", "512"])
     # segments of 8 (not 512) so that this small run has segmented SSP item rows, as the
     # ML-20M-scale runs do, with noisy GD on the plain layout beside them
@@ -93,8 +93,8 @@ def tiny(tmp_path_factory):
 def test_tiny_run_writes_every_field_the_report_and_the_scaling_check_read(tiny):
     r = tiny
     assert r["schema"] == bench.SCHEMA_VERSION
-    assert r["interactions"] == 20000 and r["dim"] == 4 and r["n_items"] == 26744
-    assert r["n_users"] == round(138493 * 20000 / bench.ML20M_INTERACTIONS)
+    assert r["interactions"] == 5000 and r["dim"] == 4 and r["n_items"] == 26744
+    assert r["n_users"] == round(138493 * 5000 / bench.ML20M_INTERACTIONS)
     for step in ("item_step", "user_step", "gd_step", "item_step_compare"):
         s = r[step]
         for k in ("seconds", "flops", "fraction_of_peak", "compile_seconds", "flops_real"):
@@ -202,7 +202,7 @@ def test_sharded_run_goes_through_the_sharded_steps_without_recompiling(tmp_path
 
 
 def test_report_keeps_the_header_and_computes_headlines_and_plot_from_results(tiny, tmp_path):
-    big = dict(tiny, interactions=80000, dataset=tiny["dataset"])
+    big = dict(tiny, interactions=20000, dataset=tiny["dataset"])
     big["item_step"] = dict(tiny["item_step"], seconds=tiny["item_step"]["seconds"] * 4)
     exps = bench_report.scaling_exponents([tiny, big])
     assert exps[4]["item_step"] == pytest.approx(1.0)
@@ -211,7 +211,7 @@ def test_report_keeps_the_header_and_computes_headlines_and_plot_from_results(ti
     bench_report.write_benchmarks_md([tiny, big], md)
     text = md.read_text()
     assert text.startswith("# header kept") and "old table" not in text
-    assert text.count(bench_report.MARKER) == 1 and "| 20,000 |" in text
+    assert text.count(bench_report.MARKER) == 1 and "| 5,000 |" in text
     # headlines are computed from an ML-20M-sized result, never typed in
     full = dict(tiny, interactions=bench_report.ML20M_INTERACTIONS, peak_rss_bytes=5 * 2**30,
                 iteration_seconds=10.0)
@@ -244,7 +244,7 @@ def test_report_only_rebuilds_the_markdown_from_the_saved_json(tiny, tmp_path):
     and writes the Markdown below the marker and the plot."""
     out = tmp_path / "benchmarks"
     out.mkdir()
-    (out / "bench_20000_d4.json").write_text(json.dumps(tiny))
+    (out / "bench_5000_d4.json").write_text(json.dumps(tiny))
     md, png = tmp_path / "B.md", tmp_path / "p.png"
     p = argparse.ArgumentParser()
     bench.add_arguments(p)
@@ -253,7 +253,7 @@ def test_report_only_rebuilds_the_markdown_from_the_saved_json(tiny, tmp_path):
     assert bench.run(args) == 0
     assert bench_report.load_results(out) == [tiny]
     text = md.read_text()
-    assert bench_report.MARKER in text and "| 20,000 |" in text
+    assert bench_report.MARKER in text and "| 5,000 |" in text
     assert png.stat().st_size > 1000
 
 
