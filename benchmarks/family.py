@@ -168,8 +168,9 @@ def section(rows: list[dict]) -> str:
     partial = ("" if n_gen >= len(FAMILY) else
                f"*Partial: {n_gen} of {len(FAMILY)} generators; `dpmt quality --resume "
                "--family` trains the others.* ")
+    names = ", ".join(sorted({r["generator"] for r in rows}))
     out = ["## Defaults fitted leave-one-generator-out (issue 28)", "",
-           f"{partial}{n_gen} synthetic generators ({', '.join(sorted({r['generator'] for r in rows}))};"
+           f"{partial}{n_gen} synthetic generators ({names};"
            " `benchmarks/family.py`), seed 0, 2,000 + 2,000 held-out users, δ = 1e-6. For "
            f"each held-out generator and ε the rule takes the candidate ({', '.join(CANDIDATES)})"
            " with the best mean validation Recall@20 over the other generators, scored on the "
