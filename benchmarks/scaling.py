@@ -63,7 +63,9 @@ DEFAULT_FIXED_BYTES = 0.75 * GIB
 
 @dataclasses.dataclass(frozen=True)
 class Problem:
-    """Sizes of one training problem. ``padding``: padded slots per interaction (π)."""
+    """Sizes of one training problem. ``padding``: padded slots per interaction (π; 1.27 on
+    Zipf-like data with the power-of-two grid's buckets, which data at scale get: a small
+    data set's layout keeps fewer buckets and pads more, ``dpmt.solvers.layout``)."""
 
     n_users: int
     n_items: int

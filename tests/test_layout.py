@@ -76,13 +76,48 @@ def test_chunking_respects_bound_and_pads_rows():
 
 def test_zipf_padding_overhead():
     r = zipf_ratings()
-    for L in (task_layout(r, dim=32), user_layout(r, dim=32)):
+    for L in (task_layout(r, dim=32, bucket_cost=0), user_layout(r, dim=32, bucket_cost=0)):
         check_round_trip(L, *((r.item, r.user) if L.kind == "items" else (r.user, r.item)))
         # documented in layout.py: ~1.4 with powers of two
         assert 1.0 <= L.padding_overhead < 1.5, L.padding_overhead
         assert len(L.buckets) <= 14
-    finer = task_layout(r, dim=32, growth=1.5)
-    assert finer.padding_overhead < task_layout(r, dim=32).padding_overhead
+    finer = task_layout(r, dim=32, growth=1.5, bucket_cost=0)
+    assert finer.padding_overhead < task_layout(r, dim=32, bucket_cost=0).padding_overhead
+
+
+def test_a_bucket_is_kept_only_where_it_saves_its_cost_in_slots():
+    """optimal_boundaries(..., bucket_cost=c) minimises padded slots + c per bucket (brute
+    force), and build_layout's default c = BUCKET_COST_D2 / dim²: fewer buckets than the grid
+    on small data at small d, padding at most c slots more per bucket dropped, the grid's
+    buckets again where c is small against the data."""
+    import itertools
+
+    rng = np.random.default_rng(2)
+    for trial in range(20):
+        lens = np.maximum(1, rng.zipf(1.6, size=rng.integers(5, 60))).astype(np.int64)
+        uniq = np.unique(lens)
+        K, c = int(rng.integers(1, 5)), float(rng.choice([0.0, 3.0, 30.0, 300.0]))
+        got = lay.optimal_boundaries(lens, K, bucket_cost=c)
+        best = min(_padded(lens, np.asarray(sorted(b) + [uniq[-1]])) + c * (k + 1)
+                   for k in range(K) for b in itertools.combinations(uniq[:-1], k))
+        assert _padded(lens, got) + c * len(got) == best, (lens, K, c, got)
+    r = zipf_ratings()
+    for make in (task_layout, user_layout):
+        grid = make(r, dim=32, bucket_cost=0)
+        small_d = make(r, dim=32)
+        cost = lay.BUCKET_COST_D2 / 32 ** 2
+        assert len(small_d.buckets) < len(grid.buckets)
+        dropped = len(grid.buckets) - len(small_d.buckets)
+        # padded slots (chunk padding aside): at most `cost` more per bucket dropped
+        lens = np.bincount(r.item if make is task_layout else r.user)
+        lens = lens[lens > 0]
+        w_grid = np.asarray([b.width for b in grid.buckets])
+        w_small = np.asarray([b.width for b in small_d.buckets])
+        assert _padded(lens, w_small) <= _padded(lens, w_grid) + dropped * cost
+        check_round_trip(small_d, *((r.item, r.user) if make is task_layout
+                                    else (r.user, r.item)))
+        # a tiny cost (d = 2048: 64 slots) keeps every bucket of the grid
+        assert len(make(r, dim=2048).buckets) == len(grid.buckets)
 
 
 def test_empty_rows_and_empty_data():
@@ -185,7 +220,7 @@ def test_optimal_layout_pads_less_than_the_grid_with_as_many_buckets():
     r = zipf_ratings()
     for make in (task_layout, user_layout):
         geo = make(r, dim=32, boundaries="geometric")
-        opt = make(r, dim=32)
+        opt = make(r, dim=32, bucket_cost=0)
         assert len(opt.buckets) <= len(geo.buckets)
         # measured: 1.41 -> 1.28 (items), 1.40 -> 1.22 (users)
         assert opt.padding_overhead < geo.padding_overhead - 0.05

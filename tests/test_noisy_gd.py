@@ -29,7 +29,9 @@ def ratings(n=30, m=20, nnz=200, seed=0):
 
 R = ratings()
 D = 3
-TL = task_layout(R, dim=D)
+# bucket_cost=0: the power-of-two grid's buckets (at d = 3 the default cost would leave one
+# bucket, and the multi-bucket paths these tests check untried)
+TL = task_layout(R, dim=D, bucket_cost=0)
 UL = user_layout(R, dim=D, growth=4.0)          # 2 buckets: less to compile
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(R.n_users, D)).astype(np.float32)
@@ -212,7 +214,7 @@ def test_dp_sgd_run_and_errors():
 
 
 # -- the fast embedding path of noisy_gd (blocked passes, per-call slot data) ---------------------
-UL_FULL = user_layout(R, dim=D)
+UL_FULL = user_layout(R, dim=D, bucket_cost=0)
 
 
 def _fast_sum(layout_u, mask, pregather=None, layout=TL):

@@ -18,7 +18,10 @@ def _slot_bytes(lay):
 def test_layout_term_matches_the_arrays_built(devices):
     r = make_synthetic_like("ml-100k", scale=0.5, seed=1)
     d = 32
-    task, user = L.task_layout(r, dim=d), L.user_layout(r, dim=d)
+    # the grid's buckets (bucket_cost=0): what data at scale get, where each bucket saves far
+    # more slots than its cost (BUCKET_COST_D2 / d²); π describes those, not the few buckets
+    # of a small data set
+    task, user = L.task_layout(r, dim=d, bucket_cost=0), L.user_layout(r, dim=d, bucket_cost=0)
     if devices > 1:   # the sharded layouts are padded to a multiple of the device count
         task, user = sharding.pad_layout(task, devices), sharding.pad_layout(user, devices)
     pad = (task.padded_slots + user.padded_slots) / (2 * r.nnz)

@@ -32,10 +32,11 @@ def skewed(n_users=300, n_items=60, seed=0):
 # 30 items (not 60): the plain layout has 6 buckets, the segmented one 1 + the segments (not
 # 7 and 6), so every kernel the tests run on them compiles faster; 28 long rows, 1 unrated
 R = skewed(n_items=30)
-PLAIN = task_layout(R, dim=4)
+# bucket_cost=0: the grid's buckets (at d = 4 the default cost would leave one bucket here)
+PLAIN = task_layout(R, dim=4, bucket_cost=0)
 # this small data saves ~4% of the slots with segments, under the layout's default minimum:
 # the tests of the segmented path's mechanics keep them whenever they pad less
-SEG = task_layout(R, dim=4, segment_width=W, segment_min_saving=0.0)
+SEG = task_layout(R, dim=4, segment_width=W, segment_min_saving=0.0, bucket_cost=0)
 COUNTS = np.bincount(R.item, minlength=R.n_items)
 
 
@@ -60,7 +61,7 @@ def test_every_rating_is_in_exactly_one_slot_and_long_rows_are_segmented():
 
 
 def test_without_long_rows_the_layout_is_unchanged():
-    L = task_layout(R, dim=4, segment_width=int(COUNTS.max()))
+    L = task_layout(R, dim=4, segment_width=int(COUNTS.max()), bucket_cost=0)
     assert L.segments is None and L.padded_slots == PLAIN.padded_slots
 
 
@@ -168,10 +169,11 @@ def test_segments_are_kept_only_if_they_save_the_minimum_fraction_of_slots():
     # the plain one), just below keeps them; the default minimum drops them here (~4%)
     saving = 1.0 - SEG.padded_slots / PLAIN.padded_slots
     assert 0.0 < saving < lay.SEGMENT_MIN_SAVING
-    above = task_layout(R, dim=4, segment_width=W, segment_min_saving=saving + 1e-3)
+    above = task_layout(R, dim=4, segment_width=W, segment_min_saving=saving + 1e-3,
+                        bucket_cost=0)
     assert above.segments is None and above.padded_slots == PLAIN.padded_slots
-    assert task_layout(R, dim=4, segment_width=W).segments is None
-    assert task_layout(R, dim=4, segment_width=W,
-                       segment_min_saving=saving - 1e-3).segments is not None
+    assert task_layout(R, dim=4, segment_width=W, bucket_cost=0).segments is None
+    assert task_layout(R, dim=4, segment_width=W, segment_min_saving=saving - 1e-3,
+                       bucket_cost=0).segments is not None
     with pytest.raises(ConfigError, match="segment_min_saving"):
         task_layout(R, dim=4, segment_width=W, segment_min_saving=1.0)

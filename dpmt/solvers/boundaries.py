@@ -29,18 +29,20 @@ _MAX_CANDIDATES = 512
 
 
 def optimal_boundaries(lens: np.ndarray, n_buckets: int,
-                       include: np.ndarray | None = None) -> np.ndarray:
+                       include: np.ndarray | None = None,
+                       bucket_cost: float = 0.0) -> np.ndarray:
     """Bucket boundaries ``B_1 < … < B_K`` (K ≤ ``n_buckets``) that minimise the padded slots
     ``Σ_b n_b · B_b`` of rows of lengths ``lens`` (a row of length ``n`` goes to the bucket of
     the smallest ``B_k ≥ n``; every boundary is a length that occurs, so it is its bucket's
-    width).
+    width), plus ``bucket_cost`` slots per bucket (what compiling one more kernel instance
+    costs, in padded slots; 0: the fewest slots).
 
     Dynamic programme over the sorted distinct lengths ``ℓ_1 < … < ℓ_U`` with ``N(ℓ)`` the
     number of rows of length ≤ ℓ:
 
         C_1(j) = N(ℓ_j)·ℓ_j,    C_k(j) = min_{i<j} C_{k-1}(i) + (N(ℓ_j) − N(ℓ_i))·ℓ_j,
 
-    answer ``min_k C_k(U)``, ``O(K·U²)``. For more than ``_MAX_CANDIDATES`` distinct lengths the
+    answer ``min_k C_k(U) + k·bucket_cost``, ``O(K·U²)``. For more than ``_MAX_CANDIDATES`` distinct lengths the
     candidates are thinned to the largest length under each point of a fine geometric grid
     (ratio 1.02) plus ``include`` (so the result is never worse than a grid whose bucket
     widths are in ``include``), the largest length always kept.
@@ -63,7 +65,7 @@ def optimal_boundaries(lens: np.ndarray, n_buckets: int,
     K = max(1, min(int(n_buckets), U))
     cost = cum * width                                   # C_1
     back = np.zeros((K, U), np.int64)
-    best_k, best = 0, cost[-1]
+    best_k, best = 0, cost[-1] + bucket_cost
     tri = np.tril(np.ones((U, U), bool), -1)             # i < j
     for k in range(1, K):
         M = cost[None, :] + (cum[:, None] - cum[None, :]) * width[:, None]
@@ -71,8 +73,8 @@ def optimal_boundaries(lens: np.ndarray, n_buckets: int,
         back[k] = np.argmin(M, axis=1)
         cost = M[np.arange(U), back[k]]
         cost[0] = np.inf                                 # k+1 buckets need ≥ k+1 candidates
-        if cost[-1] < best:
-            best_k, best = k, cost[-1]
+        if cost[-1] + (k + 1) * bucket_cost < best:
+            best_k, best = k, cost[-1] + (k + 1) * bucket_cost
     bounds, j = [], U - 1
     for k in range(best_k, -1, -1):
         bounds.append(int(width[j]))
@@ -80,16 +82,18 @@ def optimal_boundaries(lens: np.ndarray, n_buckets: int,
     return np.asarray(bounds[::-1], np.int64)
 
 
-def _grid_or_optimal(lens: np.ndarray, growth: float, boundaries: str) -> np.ndarray:
+def _grid_or_optimal(lens: np.ndarray, growth: float, boundaries: str,
+                     bucket_cost: float = 0.0) -> np.ndarray:
     """Bucket boundaries of rows of lengths ``lens``: the geometric grid, or (``"optimal"``)
-    as many buckets as the grid fills, placed where the rows are (:func:`optimal_boundaries`,
-    never more padding than the grid)."""
+    at most as many buckets as the grid fills, placed where the rows are
+    (:func:`optimal_boundaries`; with ``bucket_cost`` 0, never more padding than the grid)."""
     bounds = _boundaries(int(lens.max()), growth)
     if boundaries != "optimal":
         return bounds
     grid_bid = np.searchsorted(bounds, lens, side="left")
     widths = [int(lens[grid_bid == k].max()) for k in np.unique(grid_bid)]
-    return optimal_boundaries(lens, len(widths), include=np.asarray(widths))
+    return optimal_boundaries(lens, len(widths), include=np.asarray(widths),
+                              bucket_cost=bucket_cost)
 
 
 def _slots(lens: np.ndarray, bounds: np.ndarray) -> int:

@@ -16,6 +16,13 @@ Layout (built once in numpy, outside ``jit``):
   are no more kernel instances to compile than with the grid and never more padding
   (``boundaries="geometric"`` keeps the grid itself). A bucket's width ``L_b`` is the
   *largest row length actually in it* (≤ ``B_k``).
+* Fewer buckets where the data are small: every bucket is one more compiled instance of
+  every kernel that reads the layout, while a padded slot's work grows as d². So the
+  boundaries minimise *padded slots + K · c* with ``c = BUCKET_COST_D2 / d²`` slots per
+  bucket (2²⁸/d²: 262k at d = 32, 65k at d = 64, 16k at d = 128); ``bucket_cost=0`` keeps
+  the grid's count. At the ML-20M-like scale (28M slots) c is small and the grid's buckets
+  stay; on ML-100K they fall to a few. Measured (``experiments/bucket_cost.py``, one default
+  private fit with its compilation, one process): see ``experiments/bucket_cost.json``.
 * Each bucket is split into ``n_chunks`` equal chunks of ``chunk_rows`` rows, such that a
   chunk's working set — the gathered ``(chunk_rows, L_b, dim)`` block (twice: the block and
   its weighted copy) plus a ``(chunk_rows, dim, dim)`` output — stays under
@@ -54,15 +61,16 @@ synthetic (138,493 users, 26,744 items, 20M ratings):
 
     growth  boundaries   ML-100K-like items / users    ML-20M-like items / users
     2.0     geometric    1.41 (8) / 1.40 (9)            1.45 (11) / 1.44 (14)
-    2.0     optimal      1.28 (8) / 1.22 (9)            1.40 (11) / 1.21 (14)    <- default
+    2.0     optimal      1.28 (8) / 1.22 (9)            1.40 (11) / 1.21 (14)    <- c = 0
     2.0     optimal + segments of 512: 1.28 (8: segments would pad more) / –
                                                         1.11 (10 + 1) / –        <- SSP items
     1.5     geometric    1.21 (14) / 1.22 (16)          1.24 (19) / 1.23 (23)
     1.5     optimal      1.14 (14) / 1.11 (16)          1.22 (19) / 1.11 (23)
 
-(buckets in brackets). Padding costs FLOPs in the batched products only; every bucket is one
-more kernel instance to compile (≈ 0.1 s for the statistics, ≈ 1 s for the user step's batched
-Cholesky solves on CPU), which is why the default keeps the power-of-two grid's bucket count.
+(buckets in brackets; ``bucket_cost=0``). Padding costs FLOPs in the batched products only;
+every bucket is one more kernel instance to compile (≈ 0.1 s for the statistics, ≈ 1 s for the
+user step's batched Cholesky solves on CPU), which is why the default keeps at most the
+power-of-two grid's bucket count, and fewer where a bucket saves less than it costs.
 """
 
 from __future__ import annotations
@@ -90,6 +98,10 @@ SEGMENT_WIDTH = 512
 #: 1M interactions segments save 5.6% of the slots and ran 0.96x (d = 64) / 1.06x (d = 128)
 #: as fast as plain buckets, a wash; at 20M they save 20% and ran 1.21x as fast (d = 64).
 SEGMENT_MIN_SAVING = 0.10
+#: A bucket is one more kernel instance for every kernel that reads the layout, so the
+#: default layout keeps one only where it saves more than ``BUCKET_COST_D2 / dim²`` padded
+#: slots (a padded slot's work grows as d², a compilation does not; see ``build_layout``).
+BUCKET_COST_D2 = float(2**28)
 
 
 # -- trace counting (compile-once checks) ------------------------------------------------------
@@ -391,7 +403,8 @@ def build_layout(row: np.ndarray, col: np.ndarray, n_rows: int, n_cols: int, *,
                  dim: int = 64, max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
                  growth: float = 2.0, boundaries: str = "optimal",
                  kind: str = "", segment_width: int | None = None,
-                 segment_min_saving: float | None = None) -> Layout:
+                 segment_min_saving: float | None = None,
+                 bucket_cost: float | None = None) -> Layout:
     """Build the bucketed layout of the sparse matrix with entries ``(row[k], col[k])``.
 
     Args:
@@ -411,6 +424,9 @@ def build_layout(row: np.ndarray, col: np.ndarray, n_rows: int, n_cols: int, *,
         fewer than the grid fills, so the kernel instances do not grow; kept only if they save
         :data:`SEGMENT_MIN_SAVING` of the plain layout's slots. None: no segments.
       segment_min_saving: that fraction, in [0, 1) (None: :data:`SEGMENT_MIN_SAVING`).
+      bucket_cost: padded slots one more bucket must save (``"optimal"`` only): fewer
+        buckets than the grid fills where the data are small. None:
+        :data:`BUCKET_COST_D2` ``/ dim²``; 0: as many as the grid fills.
     """
     check_range("growth", growth, low=1.0, low_open=True)
     if segment_width is not None:
@@ -422,6 +438,9 @@ def build_layout(row: np.ndarray, col: np.ndarray, n_rows: int, n_cols: int, *,
         raise ConfigError(f"boundaries must be 'optimal' or 'geometric', got {boundaries!r}")
     check_range("dim", dim, low=1, integer=True)
     check_range("max_chunk_bytes", max_chunk_bytes, low=1)
+    if bucket_cost is None:
+        bucket_cost = BUCKET_COST_D2 / dim ** 2
+    check_range("bucket_cost", bucket_cost, low=0.0)
     row = np.asarray(row, np.int64)
     col = np.asarray(col, np.int64)
     nnz = len(row)
@@ -443,7 +462,7 @@ def build_layout(row: np.ndarray, col: np.ndarray, n_rows: int, n_cols: int, *,
     offset = 0
     segments = None
     if nnz:
-        bounds = _grid_or_optimal(lens, growth, boundaries)
+        bounds = _grid_or_optimal(lens, growth, boundaries, bucket_cost)
         short = nonempty
         is_long = (lens > segment_width if segment_width is not None
                    else np.zeros(len(lens), bool))
@@ -454,7 +473,8 @@ def build_layout(row: np.ndarray, col: np.ndarray, n_rows: int, n_cols: int, *,
             n_inst = len(bounds)
             s_lens = lens[~is_long]
             s_bounds = (np.zeros(0, np.int64) if not len(s_lens) else
-                        optimal_boundaries(s_lens, max(1, n_inst - 1))
+                        optimal_boundaries(s_lens, max(1, n_inst - 1),
+                                           bucket_cost=bucket_cost)
                         if boundaries == "optimal" else _boundaries(int(s_lens.max()), growth))
             W = int(segment_width)
             seg_slots = int(np.sum(-(-lens[is_long] // W))) * W
