@@ -20,8 +20,10 @@ Layout (built once in numpy, outside ``jit``):
   every kernel that reads the layout, while a padded slot's work grows as d². So the
   boundaries minimise *padded slots + K · c* with ``c = BUCKET_COST_D2 / d²`` slots per
   bucket (2²⁸/d²: 262k at d = 32, 65k at d = 64, 16k at d = 128); ``bucket_cost=0`` keeps
-  the grid's count. At the ML-20M-like scale (28M slots) c is small and the grid's buckets
-  stay; on ML-100K they fall to a few. Measured (``experiments/bucket_cost.py``, one default
+  the grid's count. At the ML-20M-like scale c is small against the data: at d = 64 the
+  SSP item layout goes from 10 to 8 buckets (+ segments; padding 1.111 → 1.115), the user
+  layout keeps its 14, and at d = 128 both are the grid's. On ML-100K at d = 32 the item and
+  user layouts fall from 10 and 7 buckets to 2 and 2. Measured (``experiments/bucket_cost.py``, one default
   private fit with its compilation, one process): see ``experiments/bucket_cost.json``.
 * Each bucket is split into ``n_chunks`` equal chunks of ``chunk_rows`` rows, such that a
   chunk's working set — the gathered ``(chunk_rows, L_b, dim)`` block (twice: the block and
