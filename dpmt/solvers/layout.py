@@ -18,8 +18,9 @@ Layout (built once in numpy, outside ``jit``):
   *largest row length actually in it* (≤ ``B_k``).
 * Fewer buckets where the data are small: every bucket is one more compiled instance of
   every kernel that reads the layout, while a padded slot's work grows as d². So the
-  boundaries minimise *padded slots + K · c* with ``c = BUCKET_COST_D2 / d²`` slots per
-  bucket (2²⁸/d²: 262k at d = 32, 65k at d = 64, 16k at d = 128); ``bucket_cost=0`` keeps
+  boundaries minimise *padded slots + K · c* with ``c = BUCKET_COST_D2 / max(d, 16)²``
+  slots per bucket (2²⁸/d²: 1M at d ≤ 16, 262k at d = 32, 65k at d = 64, 16k at d = 128;
+  below d = 16 a slot costs its gather, not d²); ``bucket_cost=0`` keeps
   the grid's count. At the ML-20M-like scale c is small against the data: at d = 64 the
   SSP item layout goes from 10 to 8 buckets (+ segments; padding 1.111 → 1.115), the user
   layout keeps its 14, and at d = 128 both are the grid's. On ML-100K at d = 32 the item and
@@ -104,6 +105,9 @@ SEGMENT_MIN_SAVING = 0.10
 #: default layout keeps one only where it saves more than ``BUCKET_COST_D2 / dim²`` padded
 #: slots (a padded slot's work grows as d², a compilation does not; see ``build_layout``).
 BUCKET_COST_D2 = float(2**28)
+#: ... with d taken as at least this: below it a slot's work is the gather's, not d²'s (so at
+#: most 2²⁸/16² = 1M slots per bucket, however small d is)
+BUCKET_COST_MIN_DIM = 16
 
 
 # -- trace counting (compile-once checks) ------------------------------------------------------
@@ -428,7 +432,8 @@ def build_layout(row: np.ndarray, col: np.ndarray, n_rows: int, n_cols: int, *,
       segment_min_saving: that fraction, in [0, 1) (None: :data:`SEGMENT_MIN_SAVING`).
       bucket_cost: padded slots one more bucket must save (``"optimal"`` only): fewer
         buckets than the grid fills where the data are small. None:
-        :data:`BUCKET_COST_D2` ``/ dim²``; 0: as many as the grid fills.
+        :data:`BUCKET_COST_D2` ``/ max(dim,`` :data:`BUCKET_COST_MIN_DIM` ``)²``; 0: as
+        many as the grid fills.
     """
     check_range("growth", growth, low=1.0, low_open=True)
     if segment_width is not None:
@@ -441,7 +446,7 @@ def build_layout(row: np.ndarray, col: np.ndarray, n_rows: int, n_cols: int, *,
     check_range("dim", dim, low=1, integer=True)
     check_range("max_chunk_bytes", max_chunk_bytes, low=1)
     if bucket_cost is None:
-        bucket_cost = BUCKET_COST_D2 / dim ** 2
+        bucket_cost = BUCKET_COST_D2 / max(dim, BUCKET_COST_MIN_DIM) ** 2
     check_range("bucket_cost", bucket_cost, low=0.0)
     row = np.asarray(row, np.int64)
     col = np.asarray(col, np.int64)
