@@ -118,8 +118,8 @@ def test_a_bucket_is_kept_only_where_it_saves_its_cost_in_slots():
                                     else (r.user, r.item)))
         # a tiny cost (d = 2048: 64 slots) keeps every bucket of the grid
         assert len(make(r, dim=2048).buckets) == len(grid.buckets)
-    # below d = 16 the cost stays d = 16's (1M slots), not 2²⁸/d²: here the item layout keeps
-    # 2 buckets at d = 2, where 2²⁸/4 slots would merge them into 1
+    # below d = 16 the cost stays d = 16's (512k slots), not BUCKET_COST_D2/d²: here the item
+    # layout keeps 2 buckets at d = 2, where BUCKET_COST_D2/4 slots would merge them into 1
     widths = lambda L: [b.width for b in L.buckets]
     floor = lay.BUCKET_COST_D2 / lay.BUCKET_COST_MIN_DIM ** 2
     assert widths(task_layout(r, dim=2)) == widths(task_layout(r, dim=2, bucket_cost=floor))

@@ -19,13 +19,15 @@ Layout (built once in numpy, outside ``jit``):
 * Fewer buckets where the data are small: every bucket is one more compiled instance of
   every kernel that reads the layout, while a padded slot's work grows as d². So the
   boundaries minimise *padded slots + K · c* with ``c = BUCKET_COST_D2 / max(d, 16)²``
-  slots per bucket (2²⁸/d²: 1M at d ≤ 16, 262k at d = 32, 65k at d = 64, 16k at d = 128;
-  below d = 16 a slot costs its gather, not d²); ``bucket_cost=0`` keeps
-  the grid's count. At the ML-20M-like scale c is small against the data: at d = 64 the
-  SSP item layout goes from 10 to 8 buckets (+ segments; padding 1.111 → 1.115), the user
-  layout keeps its 14, and at d = 128 both are the grid's. On ML-100K at d = 32 the item and
-  user layouts fall from 10 and 7 buckets to 2 and 2. Measured (``experiments/bucket_cost.py``, one default
-  private fit with its compilation, one process): see ``experiments/bucket_cost.json``.
+  slots per bucket (2²⁷/d²: 512k at d ≤ 16, 131k at d = 32, 32k at d = 64, 8k at d = 128;
+  below d = 16 a slot costs its gather, not d²); ``bucket_cost=0`` keeps the grid's count.
+  On ML-100K at d = 32 the item and user layouts fall from 11 and 6 buckets to 2 and 2; on
+  2.4M ratings (50k × 5k) at d = 64 and on the ML-20M-like data at d = 64 they are the
+  grid's. (2²⁸ merged 2 of the 2.4M data's 13 user buckets, and its default private
+  iteration ran 15-25% slower, in two runs of both orders; its short-row buckets also split
+  into 2 chunks each, the likely cause, not isolated.) Measured
+  (``experiments/bucket_cost.py``, one default private fit with its compilation, one
+  process): ``experiments/bucket_cost.json``, BENCHMARKS.md.
 * Each bucket is split into ``n_chunks`` equal chunks of ``chunk_rows`` rows, such that a
   chunk's working set — the gathered ``(chunk_rows, L_b, dim)`` block (twice: the block and
   its weighted copy) plus a ``(chunk_rows, dim, dim)`` output — stays under
@@ -104,9 +106,9 @@ SEGMENT_MIN_SAVING = 0.10
 #: A bucket is one more kernel instance for every kernel that reads the layout, so the
 #: default layout keeps one only where it saves more than ``BUCKET_COST_D2 / dim²`` padded
 #: slots (a padded slot's work grows as d², a compilation does not; see ``build_layout``).
-BUCKET_COST_D2 = float(2**28)
+BUCKET_COST_D2 = float(2**27)
 #: ... with d taken as at least this: below it a slot's work is the gather's, not d²'s (so at
-#: most 2²⁸/16² = 1M slots per bucket, however small d is)
+#: most 2²⁷/16² = 512k slots per bucket, however small d is)
 BUCKET_COST_MIN_DIM = 16
 
 
