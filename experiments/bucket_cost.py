@@ -29,14 +29,15 @@ def one(cost: float | None, data: str, dim: int) -> dict:
     comp = collections.Counter()
     jax.monitoring.register_event_duration_secs_listener(
         lambda n, s, **k: comp.__setitem__(n, comp[n] + s))
+    import dpmt.solvers.boundaries as bounds
     import dpmt.solvers.layout as L
     from dpmt.config import ExecutionConfig, TrainConfig
     from dpmt.data import load, per_user_split
     from dpmt.train import fit
 
-    default = L.BUCKET_COST_D2
+    default = bounds.BUCKET_COST_D2
     if cost is not None:
-        L.BUCKET_COST_D2 = cost
+        bounds.BUCKET_COST_D2 = cost       # what build_layout's default cost reads
     split = per_user_split(load(data), seed=0)
     cfg = TrainConfig(dim=dim, privacy=dict(epsilon=5.0, noise_seed=1))
     buckets = [len(L.task_layout(split.train, dim=dim).buckets),
@@ -44,7 +45,7 @@ def one(cost: float | None, data: str, dim: int) -> dict:
     t = time.perf_counter()
     res = fit(split.train, cfg, test=split.test, execution=ExecutionConfig(progress=False))
     wall = time.perf_counter() - t
-    return dict(bucket_cost_d2=L.BUCKET_COST_D2, default=L.BUCKET_COST_D2 == default,
+    return dict(bucket_cost_d2=bounds.BUCKET_COST_D2, default=bounds.BUCKET_COST_D2 == default,
                 data=data, dim=dim, buckets_items_users=buckets, wall_s=round(wall, 2),
                 compile_s=round(comp["/jax/core/compile/backend_compile_duration"], 2),
                 recall20=res.metrics["overall"]["recall@20"],

@@ -24,6 +24,21 @@ def _boundaries(max_len: int, growth: float) -> np.ndarray:
     return np.asarray(bounds, np.int64)
 
 
+#: A bucket is one more kernel instance for every kernel that reads the layout, so the
+#: default layout keeps one only where it saves more than ``BUCKET_COST_D2 / d²`` padded
+#: slots (a padded slot's work grows as d², a compilation does not; BENCHMARKS.md, "Fewer
+#: layout buckets where the data are small": 2²⁸ slowed a 2.4M-rating iteration, 2²⁷ not).
+BUCKET_COST_D2 = float(2**27)
+#: ... with d taken as at least this: below it a slot's work is the gather's, not d²'s (so at
+#: most 2²⁷/16² = 512k slots per bucket, however small d is)
+BUCKET_COST_MIN_DIM = 16
+
+
+def default_bucket_cost(dim: int) -> float:
+    """Padded slots one more bucket must save: ``BUCKET_COST_D2 / max(dim, 16)²``."""
+    return BUCKET_COST_D2 / max(int(dim), BUCKET_COST_MIN_DIM) ** 2
+
+
 #: Candidate bucket widths of :func:`optimal_boundaries` are thinned to about this many.
 _MAX_CANDIDATES = 512
 

@@ -89,7 +89,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpmt.errors import ConfigError, DataError, check_range
-from dpmt.solvers.boundaries import (_boundaries, _grid_or_optimal, _slots,  # noqa: F401
+from dpmt.solvers.boundaries import (BUCKET_COST_D2, BUCKET_COST_MIN_DIM,  # noqa: F401
+                                     _boundaries, _grid_or_optimal, _slots, default_bucket_cost,
                                      optimal_boundaries)
 
 DEFAULT_MAX_CHUNK_BYTES = 256 * 2**20
@@ -103,13 +104,6 @@ SEGMENT_WIDTH = 512
 #: 1M interactions segments save 5.6% of the slots and ran 0.96x (d = 64) / 1.06x (d = 128)
 #: as fast as plain buckets, a wash; at 20M they save 20% and ran 1.21x as fast (d = 64).
 SEGMENT_MIN_SAVING = 0.10
-#: A bucket is one more kernel instance for every kernel that reads the layout, so the
-#: default layout keeps one only where it saves more than ``BUCKET_COST_D2 / dim²`` padded
-#: slots (a padded slot's work grows as d², a compilation does not; see ``build_layout``).
-BUCKET_COST_D2 = float(2**27)
-#: ... with d taken as at least this: below it a slot's work is the gather's, not d²'s (so at
-#: most 2²⁷/16² = 512k slots per bucket, however small d is)
-BUCKET_COST_MIN_DIM = 16
 
 
 # -- trace counting (compile-once checks) ------------------------------------------------------
@@ -434,8 +428,7 @@ def build_layout(row: np.ndarray, col: np.ndarray, n_rows: int, n_cols: int, *,
       segment_min_saving: that fraction, in [0, 1) (None: :data:`SEGMENT_MIN_SAVING`).
       bucket_cost: padded slots one more bucket must save (``"optimal"`` only): fewer
         buckets than the grid fills where the data are small. None:
-        :data:`BUCKET_COST_D2` ``/ max(dim,`` :data:`BUCKET_COST_MIN_DIM` ``)²``; 0: as
-        many as the grid fills.
+        :func:`~dpmt.solvers.boundaries.default_bucket_cost`; 0: as many as the grid fills.
     """
     check_range("growth", growth, low=1.0, low_open=True)
     if segment_width is not None:
@@ -448,7 +441,7 @@ def build_layout(row: np.ndarray, col: np.ndarray, n_rows: int, n_cols: int, *,
     check_range("dim", dim, low=1, integer=True)
     check_range("max_chunk_bytes", max_chunk_bytes, low=1)
     if bucket_cost is None:
-        bucket_cost = BUCKET_COST_D2 / max(dim, BUCKET_COST_MIN_DIM) ** 2
+        bucket_cost = default_bucket_cost(dim)
     check_range("bucket_cost", bucket_cost, low=0.0)
     row = np.asarray(row, np.int64)
     col = np.asarray(col, np.int64)
