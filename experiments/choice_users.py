@@ -24,7 +24,6 @@ Reproducible noise (``noise_seed``): an experiment; its models are not published
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
@@ -34,13 +33,12 @@ from unittest import mock
 import dp_accounting
 import numpy as np
 
-from dpmt.config import TrainConfig, route
+from dpmt.config import route
 from dpmt.data.ratings import Ratings
 from dpmt.train import fold_in_choice as fc
 from dpmt.train import loop
 from dpmt.train.loop import fit
-from dpmt.train.rundir import prepare_data
-from experiments.solver_rule import EX, FAMILY, LARGE, scores
+from experiments.solver_rule import EX, generator_parser, generator_splits, scores
 
 
 def split_users(train: Ratings, n_choice: int, seed: int) -> tuple[Ratings, Ratings]:
@@ -73,11 +71,7 @@ def full_epsilon_sigma(epsilon: float, delta: float, sensitivity: float) -> floa
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--only", nargs="+", required=True, help="generator keys (first letter)")
-    ap.add_argument("--epsilons", type=float, nargs="+", required=True)
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ap = generator_parser(__doc__)
     ap.add_argument("--choice-users", type=int, default=2000,
                     help="users kept out of training for the choice (0: the library's path, "
                          "the training users, with the exact sums recorded)")
@@ -86,61 +80,55 @@ def main(argv=None) -> int:
                          "the choice users are in no training release), not the plan's share")
     args = ap.parse_args(argv)
     rows = []
-    for name, spec in {**FAMILY, **LARGE}.items():
-        if name[0] not in args.only:
-            continue
-        for seed in args.seeds:
-            base = TrainConfig(data=dict(dataset=spec, split="heldout-users", heldout_users=2000,
-                                         seed=seed), privacy=dict(delta=1e-6, noise_seed=seed))
-            split = prepare_data(base, EX)
-            if args.choice_users:
-                fit_users, choice = split_users(split.train, args.choice_users, seed)
-            else:                        # the library's path: the training users' sums
-                fit_users, choice = split.train, None
-            real = fc.recall_sums
-            seen = {}
+    for name, seed, base, split in generator_splits(args.only, args.seeds):
+        if args.choice_users:
+            fit_users, choice = split_users(split.train, args.choice_users, seed)
+        else:                        # the library's path: the training users' sums
+            fit_users, choice = split.train, None
+        real = fc.recall_sums
+        seen = {}
 
-            def on_choice_users(V, prior, clip, cands, ratings, key, share=1.0):
-                seen["cands"] = cands
-                seen["exact"] = (real(V, prior, clip, cands, ratings, key, share)
-                                 if choice is None else
-                                 real(V, prior, clip, cands, choice, key, 1.0))
-                return seen["exact"]
+        def on_choice_users(V, prior, clip, cands, ratings, key, share=1.0):
+            seen["cands"] = cands
+            seen["exact"] = (real(V, prior, clip, cands, ratings, key, share)
+                             if choice is None else
+                             real(V, prior, clip, cands, choice, key, 1.0))
+            return seen["exact"]
 
-            real_charge, real_choose = loop.charge, fc.choose
+        real_charge, real_choose = loop.charge, fc.choose
 
-            def charge_spy(ledger, release):
-                sigma = real_charge(ledger, release)
-                if release is not None and release.name == "fold_in_choice":
-                    seen["sigma_plan"] = sigma
-                return sigma
+        def charge_spy(ledger, release):
+            sigma = real_charge(ledger, release)
+            if release is not None and release.name == "fold_in_choice":
+                seen["sigma_plan"] = sigma
+            return sigma
 
-            def choose_at_full_epsilon(noisy):
-                z = (np.asarray(noisy) - seen["exact"]) / seen["sigma_plan"]
-                return real_choose(seen["exact"] + seen["sigma_full"] * z)
+        def choose_at_full_epsilon(noisy):
+            z = (np.asarray(noisy) - seen["exact"]) / seen["sigma_plan"]
+            return real_choose(seen["exact"] + seen["sigma_full"] * z)
 
-            for eps in args.epsilons:
-                cfg = base.replace(**route({"epsilon": eps}))
-                seen["sigma_full"] = full_epsilon_sigma(eps, 1e-6, fc.sensitivity())
-                t0 = time.time()
-                with mock.patch.object(fc, "recall_sums", on_choice_users), \
-                        mock.patch.object(loop, "charge", charge_spy), \
-                        mock.patch.object(fc, "choose", choose_at_full_epsilon
-                                          if args.parallel else real_choose):
-                    m = fit(fit_users, cfg, execution=EX)
-                row = dict(generator=name, seed=seed, epsilon=eps,
-                           choice_users=args.choice_users, parallel=args.parallel,
-                           sigma_plan=seen.get("sigma_plan"),
-                           sigma_full=seen["sigma_full"] if args.parallel else None,
-                           fold_in=[m.config.fold_in_reg, m.config.fold_in_gravity],
-                           eta=m.config.popularity_prior,
-                           exact_sums=[round(float(s), 2) for s in seen["exact"]],
-                           candidates=[list(c) for c in seen["cands"]],
-                           **scores(m, split), seconds=time.time() - t0)
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-                with open(args.out, "w") as f:
-                    json.dump(rows, f, indent=1)
+        for eps in args.epsilons:
+            cfg = base.replace(**route({"epsilon": eps}))
+            seen["sigma_full"] = full_epsilon_sigma(eps, 1e-6, fc.sensitivity())
+            t0 = time.time()
+            with mock.patch.object(fc, "recall_sums", on_choice_users), \
+                    mock.patch.object(loop, "charge", charge_spy), \
+                    mock.patch.object(fc, "choose", choose_at_full_epsilon
+                                      if args.parallel else real_choose):
+                m = fit(fit_users, cfg, execution=EX)
+            row = dict(generator=name, seed=seed, epsilon=eps,
+                       choice_users=args.choice_users, parallel=args.parallel,
+                       sigma_plan=seen.get("sigma_plan"),
+                       sigma_full=seen["sigma_full"] if args.parallel else None,
+                       fold_in=[m.config.fold_in_reg, m.config.fold_in_gravity],
+                       eta=m.config.popularity_prior,
+                       exact_sums=[round(float(s), 2) for s in seen["exact"]],
+                       candidates=[list(c) for c in seen["cands"]],
+                       **scores(m, split), seconds=time.time() - t0)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            with open(args.out, "w") as f:
+                json.dump(rows, f, indent=1)
     return 0
 
 

@@ -84,6 +84,29 @@ DEFAULT_CANDIDATES = ("defaults", "ssp-d32-l10-it2", "ssp-d32-l20-it3")
 EX = ExecutionConfig(progress=False)
 
 
+def generator_parser(doc: str) -> argparse.ArgumentParser:
+    """The options the experiments run on chosen generators share (ssp_prior, choice_users):
+    --out, --only, --epsilons (required) and --seeds; ``doc``'s first paragraph describes."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--only", nargs="+", required=True, help="generator keys (first letter)")
+    ap.add_argument("--epsilons", type=float, nargs="+", required=True)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    return ap
+
+
+def generator_splits(only, seeds):
+    """``(name, seed, base config, split)`` of each chosen generator (FAMILY and LARGE, by
+    first letter) and seed: 2,000 held-out users, δ = 1e-6, the seed as data and noise seed."""
+    for name, spec in {**FAMILY, **LARGE}.items():
+        if name[0] not in only:
+            continue
+        for seed in seeds:
+            base = TrainConfig(data=dict(dataset=spec, split="heldout-users", heldout_users=2000,
+                                         seed=seed), privacy=dict(delta=1e-6, noise_seed=seed))
+            yield name, seed, base, prepare_data(base, EX)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="solver_rule.json")

@@ -15,56 +15,43 @@ Reproducible noise (``noise_seed``): an experiment; its models are not published
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
-from dpmt.config import TrainConfig, route
+from dpmt.config import route
 from dpmt.train.loop import fit
-from dpmt.train.rundir import prepare_data
-from experiments.solver_rule import CANDIDATES, EX, FAMILY, LARGE, scores
+from experiments.solver_rule import CANDIDATES, EX, generator_parser, generator_splits, scores
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--only", nargs="+", required=True, help="generator keys (first letter)")
-    ap.add_argument("--epsilons", type=float, nargs="+", required=True)
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ap = generator_parser(__doc__)
     ap.add_argument("--etas", type=float, nargs="+", default=[0.0, 0.125, 0.25, 0.5])
     ap.add_argument("--candidates", nargs="+", default=["defaults", "ssp-d32-l20-it3"],
                     choices=list(CANDIDATES))
     args = ap.parse_args(argv)
-    gens = {**FAMILY, **LARGE}
     rows = []
-    for name, spec in gens.items():
-        if name[0] not in args.only:
-            continue
-        for seed in args.seeds:
-            base = TrainConfig(data=dict(dataset=spec, split="heldout-users", heldout_users=2000,
-                                         seed=seed), privacy=dict(delta=1e-6, noise_seed=seed))
-            split = prepare_data(base, EX)
-            for eps in args.epsilons:
-                for cand in args.candidates:
-                    cfg = base.replace(**route({**CANDIDATES[cand], "epsilon": eps}))
-                    t0 = time.time()
-                    m = fit(split.train, cfg, execution=EX)
-                    sec = time.time() - t0
-                    own = m.config
-                    # the rule's own η first (the model as fitted), then --etas
-                    for eta in [None, *args.etas]:
-                        m.config = own if eta is None else own.replace(popularity_prior=eta)
-                        row = dict(generator=name, seed=seed, epsilon=eps, candidate=cand,
-                                   rule_eta=own.popularity_prior, eta=eta,
-                                   solver=own.solver, weights=own.weights, reg=own.reg,
-                                   n_eps=split.train.n_users * eps,
-                                   n_items=split.train.n_items, **scores(m, split),
-                                   seconds=sec)
-                        rows.append(row)
-                        print(json.dumps(row), flush=True)
-                    m.config = own
-                    with open(args.out, "w") as f:
-                        json.dump(rows, f, indent=1)
+    for name, seed, base, split in generator_splits(args.only, args.seeds):
+        for eps in args.epsilons:
+            for cand in args.candidates:
+                cfg = base.replace(**route({**CANDIDATES[cand], "epsilon": eps}))
+                t0 = time.time()
+                m = fit(split.train, cfg, execution=EX)
+                sec = time.time() - t0
+                own = m.config
+                # the rule's own η first (the model as fitted), then --etas
+                for eta in [None, *args.etas]:
+                    m.config = own if eta is None else own.replace(popularity_prior=eta)
+                    row = dict(generator=name, seed=seed, epsilon=eps, candidate=cand,
+                               rule_eta=own.popularity_prior, eta=eta,
+                               solver=own.solver, weights=own.weights, reg=own.reg,
+                               n_eps=split.train.n_users * eps,
+                               n_items=split.train.n_items, **scores(m, split),
+                               seconds=sec)
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+                m.config = own
+                with open(args.out, "w") as f:
+                    json.dump(rows, f, indent=1)
     return 0
 
 

@@ -20,6 +20,8 @@ from dpmt.train.methods.noisy_gd import FAST_SCALE, FAST_STEPS
 from dpmt.train.plan import make_plan, resolved_plan, sampler_delta, sampler_draws
 from dpmt.train.training_run import setup
 
+from _interrupt import fit_interrupted_after_first_iteration
+
 QUIET = ExecutionConfig(progress=False)
 #: 6000 users at ε = 20: n̂·ε ≈ 1.2·10⁵ ≥ 10⁵ (fast); at ε = 5 below. Uniform popularity and
 #: activity (alpha = 0, σ = 0): 2 item buckets and 1 user bucket instead of 8 and 10, so the
@@ -145,17 +147,7 @@ def test_a_fast_run_resumes_bit_identically(ratings, tmp_path):
     # stopped after the first of 2 iterations: the second is trained after the resume
     cfg = TrainConfig(privacy=dict(epsilon=20.0, noise_seed=0), **FAST)
     ref = fit(ratings, cfg, execution=QUIET, run_dir=tmp_path / "ref")
-
-    class Crash(Exception):
-        pass
-
-    class StopAfter:
-        def on_iteration(self, run):
-            if run.state.iteration == 1:
-                raise Crash
-
-    with pytest.raises(Crash):
-        fit(ratings, cfg, execution=QUIET, run_dir=tmp_path / "cut", callbacks=(StopAfter(),))
+    fit_interrupted_after_first_iteration(ratings, cfg, tmp_path / "cut", QUIET)
     back = fit(ratings, cfg, execution=QUIET, run_dir=tmp_path / "cut", resume=True)
     assert back.config.gd.steps == FAST_STEPS
     np.testing.assert_array_equal(back.item_embeddings, ref.item_embeddings)
